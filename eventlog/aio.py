@@ -1,0 +1,118 @@
+"""The asyncio API: the same core as the sync store, run in worker threads.
+
+Blocking engine calls (SQLite, LMDB, file I/O) leave the event loop free; concurrent appends
+from many tasks reach the backend together, where group commit can share one fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from eventlog.backends.base import Durability, ForkInfo, StreamInfo
+from eventlog.events import Event, EventData, RecordedEvent
+from eventlog.store import ANY, PAGE, ExpectedSeq, Store, VerifyReport
+
+
+class AsyncStore:
+    """Asyncio facade over a `Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+        """The underlying synchronous store."""
+
+    async def append(
+        self,
+        stream: str,
+        events: Iterable[Event | EventData],
+        *,
+        expected_seq: ExpectedSeq = ANY,
+        durability: Durability | str | None = None,
+    ) -> list[RecordedEvent]:
+        """Append events atomically (see Store.append)."""
+        batch = list(events)
+        return await asyncio.to_thread(
+            self.sync.append, stream, batch, expected_seq=expected_seq, durability=durability
+        )
+
+    async def read(
+        self,
+        stream: str,
+        first: int = 1,
+        last: int | None = None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """Events of a stream as a list (see Store.read)."""
+
+        def run() -> list[RecordedEvent]:
+            return list(self.sync.read(stream, first, last, backwards=backwards, limit=limit))
+
+        return await asyncio.to_thread(run)
+
+    async def iter(
+        self, stream: str, first: int = 1, last: int | None = None
+    ) -> AsyncIterator[RecordedEvent]:
+        """Events of a stream, fetched a page at a time."""
+        cursor = first
+        while last is None or cursor <= last:
+            stop = cursor + PAGE - 1 if last is None else min(cursor + PAGE - 1, last)
+            page = await self.read(stream, cursor, stop)
+            for event in page:
+                yield event
+            if len(page) < stop - cursor + 1:
+                return
+            cursor = stop + 1
+
+    async def read_last(self, stream: str, n: int) -> list[RecordedEvent]:
+        """The last n events, oldest first."""
+        return await asyncio.to_thread(self.sync.read_last, stream, n)
+
+    async def read_all(self, after: int = 0, limit: int = PAGE) -> list[RecordedEvent]:
+        """Up to `limit` events with position > after."""
+        return await asyncio.to_thread(lambda: list(self.sync.read_all(after, limit)))
+
+    async def streams(self) -> list[StreamInfo]:
+        """Every stream (see Store.streams)."""
+        return await asyncio.to_thread(self.sync.streams)
+
+    async def stream_info(self, stream: str) -> StreamInfo:
+        """One stream's info."""
+        return await asyncio.to_thread(self.sync.stream_info, stream)
+
+    async def fork(self, source: str, new: str, at_seq: int | None = None) -> StreamInfo:
+        """Fork a stream (see Store.fork)."""
+        return await asyncio.to_thread(self.sync.fork, source, new, at_seq)
+
+    async def forks(self, stream: str | None = None) -> list[ForkInfo]:
+        """Fork entries."""
+        return await asyncio.to_thread(self.sync.forks, stream)
+
+    async def verify(self, stream: str | None = None) -> VerifyReport:
+        """Check hash chains (see Store.verify)."""
+        return await asyncio.to_thread(self.sync.verify, stream)
+
+    async def subscribe(
+        self, after: int = 0, *, poll_interval: float | None = None
+    ) -> AsyncIterator[RecordedEvent]:
+        """Catch up from a position, then yield new events as they commit, until cancelled."""
+        sub = self.sync.subscribe(after)
+        wait = self.sync.poll_interval if poll_interval is None else poll_interval
+        try:
+            while not self.sync.closed:
+                for event in await asyncio.to_thread(sub.poll, wait):
+                    yield event
+        finally:
+            sub.close()
+
+    async def close(self) -> None:
+        """Close the store."""
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,1 @@
+"""Storage backends: one module each, behind the contract in `eventlog.backends.base`."""

@@ -1,0 +1,166 @@
+"""The contract every backend implements, and the records backends store.
+
+Backends never encode, hash or decide seqs: the core hands them finished `Record`s. A backend
+stores them atomically, enforces uniqueness of (stream, seq) and of id, assigns positions in
+commit order, and reads them back. Forks are a small table of (stream, parent, at_seq); the core
+resolves reads through ancestors.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+import msgspec
+
+
+class Durability(enum.StrEnum):
+    """How hard a commit is pushed to disk before append returns."""
+
+    FSYNC = "fsync"
+    """Each commit is synced to stable storage: survives power loss."""
+    BATCH = "batch"
+    """Survives a process crash; the last commits may be lost on power loss."""
+    NONE = "none"
+    """No sync: fastest; a crash of the machine may lose recent commits."""
+
+
+class Record(msgspec.Struct, frozen=True):
+    """One stored event: encoded payload and envelope, exactly as a backend keeps it."""
+
+    id: str
+    stream: str
+    seq: int
+    ts: int
+    type: str
+    version: int
+    data: bytes
+    """Encoded payload (the store's format), possibly compressed (see `codec`)."""
+    meta: bytes
+    """Encoded meta map in the store's format; empty when there is no meta."""
+    causation_id: str | None
+    correlation_id: str | None
+    hash: bytes
+    codec: int = 0
+    """How `data` is packed: 0 plain; other values name a compression (see eventlog.codec)."""
+    position: int = 0
+    """Store-wide position, assigned at commit (0 before)."""
+
+
+class ForkInfo(msgspec.Struct, frozen=True):
+    """A stream that starts from its parent's prefix up to `at_seq`."""
+
+    stream: str
+    parent: str
+    at_seq: int
+    ts: int
+
+
+class StreamInfo(msgspec.Struct, frozen=True):
+    """What a backend knows of one stream's own records (forks excluded from counts)."""
+
+    stream: str
+    last_seq: int
+    """Seq of the last own record, or the fork point when it has none."""
+    last_ts: int
+    parent: str | None = None
+    at_seq: int = 0
+
+
+class Conflict(Exception):
+    """Raised by a backend when (stream, seq) or an id is already taken; nothing was written."""
+
+    def __init__(self, kind: Literal["seq", "id", "fork"], detail: str = ""):
+        self.kind = kind
+        super().__init__(f"{kind} conflict {detail}".strip())
+
+
+class Backend(ABC):
+    """Storage engine behind a store."""
+
+    format: ClassVar[Literal["msgpack", "json"]] = "msgpack"
+    """Which encoding the core uses for this backend's payloads."""
+    durable: ClassVar[bool] = True
+    """Whether data survives close and reopen."""
+    location: str = ""
+    """Where the data lives (file, directory, URL), for messages."""
+
+    @abstractmethod
+    def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
+        """Insert records of one stream atomically; return their positions, or raise Conflict.
+
+        Seq 1 of a stream that is a fork, a taken (stream, seq) or a taken id is a Conflict.
+        """
+
+    @abstractmethod
+    def read(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Own records of a stream with first <= seq <= last, in seq order (or reversed)."""
+
+    @abstractmethod
+    def read_all(self, after: int, limit: int) -> list[Record]:
+        """Records with position > after, in position order, at most `limit`."""
+
+    @abstractmethod
+    def last(self, stream: str) -> Record | None:
+        """The stream's own record with the highest seq, if any."""
+
+    @abstractmethod
+    def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
+        """Stored records for whichever of these ids exist."""
+
+    @abstractmethod
+    def create_fork(self, fork: ForkInfo) -> None:
+        """Record a fork; Conflict("fork") if the stream already has records or a fork entry."""
+
+    @abstractmethod
+    def get_fork(self, stream: str) -> ForkInfo | None:
+        """The fork entry of a stream, if it is a fork."""
+
+    @abstractmethod
+    def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
+        """Fork entries, all or those of one parent."""
+
+    @abstractmethod
+    def list_streams(self) -> list[StreamInfo]:
+        """Every stream with own records or a fork entry, sorted by name."""
+
+    @abstractmethod
+    def head_position(self) -> int:
+        """The highest committed position (0 when empty)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files, connections and locks."""
+
+    # -- store-level blobs and snapshots (shared by every backend) ---------------------------
+
+    @abstractmethod
+    def get_blob(self, key: str) -> bytes | None:
+        """A store-level value (compression dictionary, settings), or None."""
+
+    @abstractmethod
+    def put_blob(self, key: str, value: bytes) -> None:
+        """Set a store-level value durably (overwrites)."""
+
+    @abstractmethod
+    def save_snapshot(self, stream: str, name: str, version: int, seq: int, data: bytes) -> None:
+        """Store a projection snapshot taken at `seq` (overwrites the same key)."""
+
+    @abstractmethod
+    def load_snapshot(
+        self, stream: str, name: str, version: int, max_seq: int | None
+    ) -> tuple[int, bytes] | None:
+        """The snapshot (seq, data) with the highest seq <= max_seq, or None."""
+
+    @abstractmethod
+    def delete_snapshot(self, stream: str, name: str, version: int, seq: int) -> None:
+        """Drop one snapshot (e.g. found corrupt)."""

@@ -1,0 +1,88 @@
+"""Open a store from a URL: `memory://`, `sqlite:///file.db`, `jsonl:///dir`, `lmdb:///dir`, ...
+
+Query parameters set store options (`?durability=batch`); the rest go to the backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from eventlog.aio import AsyncStore
+from eventlog.backends.base import Backend
+from eventlog.errors import BackendUnavailableError, UsageError
+from eventlog.store import Store
+
+BACKENDS: dict[str, tuple[str, str]] = {
+    "memory": ("eventlog.backends.memory:MemoryBackend", ""),
+    "sqlite": ("eventlog.backends.sqlite:SQLiteBackend", "sqlite"),
+    "jsonl": ("eventlog.backends.jsonl:JSONLBackend", ""),
+    "lmdb": ("eventlog.backends.lmdb:LMDBBackend", "lmdb"),
+    "postgresql": ("eventlog.backends.postgres:PostgresBackend", "postgres"),
+    "postgres": ("eventlog.backends.postgres:PostgresBackend", "postgres"),
+}
+"""URL scheme -> (backend class, extra to install)."""
+
+_STORE_OPTIONS = {"durability", "max_event_bytes", "poll_interval"}
+
+
+class _FromURL(Protocol):
+    def __call__(self, url: str, path: str, options: dict[str, str]) -> Backend: ...
+
+
+def _backend_class(scheme: str) -> Any:
+    try:
+        target, extra = BACKENDS[scheme]
+    except KeyError:
+        known = ", ".join(f"{s}://" for s in BACKENDS)
+        raise UsageError(f"unknown store URL scheme {scheme!r}; use one of {known}") from None
+    module_name, _, cls_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("eventlog"):
+            raise UsageError(f"the {scheme} backend is not available in this version") from exc
+        hint = f" (pip install 'agent-eventlog[{extra}]')" if extra else ""
+        raise BackendUnavailableError(
+            f"the {scheme} backend needs {exc.name}, which is not installed{hint}"
+        ) from exc
+    return getattr(module, cls_name)
+
+
+def _split(url: str) -> tuple[str, str, dict[str, str], dict[str, Any]]:
+    if not isinstance(url, str) or "://" not in url:
+        raise UsageError(f"not a store URL: {url!r} (expected e.g. sqlite:///events.db)")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    store_opts: dict[str, Any] = {}
+    for key in list(query):
+        if key in _STORE_OPTIONS:
+            value = query.pop(key)
+            store_opts[key] = value if key == "durability" else float(value)
+    if "max_event_bytes" in store_opts:
+        store_opts["max_event_bytes"] = int(store_opts["max_event_bytes"])
+    path = parts.netloc + parts.path
+    return scheme, path, query, store_opts
+
+
+def open(url: str = "memory://", **options: Any) -> Store:
+    """Open (creating if needed) the store at `url`; keyword options override the query."""
+    scheme, path, backend_opts, store_opts = _split(url)
+    for key in list(options):
+        if key in _STORE_OPTIONS:
+            store_opts[key] = options.pop(key)
+    backend_opts.update({k: str(v) for k, v in options.items()})
+    cls = _backend_class(scheme)
+    backend: Backend = cls.from_url(url, path, backend_opts)
+    try:
+        return Store(backend, **store_opts)
+    except (ValueError, TypeError) as exc:
+        backend.close()
+        raise UsageError(f"bad store option in {url!r}: {exc}") from exc
+
+
+def open_async(url: str = "memory://", **options: Any) -> AsyncStore:
+    """Open a store for asyncio code (see `open`)."""
+    return AsyncStore(open(url, **options))

@@ -1,0 +1,123 @@
+"""The error tree: one root, caller mistakes apart from runtime failures.
+
+Every message names what it is about: the stream, the seq, the field, the file and offset.
+"""
+
+from __future__ import annotations
+
+
+class EventlogError(Exception):
+    """Root of every error eventlog raises."""
+
+
+class UsageError(EventlogError):
+    """The caller asked for something that cannot work (bad URL, bad option)."""
+
+
+class ValidationError(EventlogError, ValueError):
+    """An event, a batch or an argument breaks the rules; nothing was written."""
+
+    def __init__(self, message: str, *, field: str | None = None, index: int | None = None):
+        self.field = field
+        self.index = index
+        where = []
+        if index is not None:
+            where.append(f"event #{index}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(f"{prefix}{message}")
+
+
+class ConcurrencyError(EventlogError):
+    """The stream's last seq was not the one the append expected; nothing was written."""
+
+    def __init__(self, stream: str, expected: object, actual: int):
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stream {stream!r}: expected seq {expected}, but the stream is at seq {actual}"
+        )
+
+
+class DuplicateEventError(EventlogError):
+    """An event id is already stored with other content or at another place."""
+
+    def __init__(self, message: str, *, event_id: str, stream: str | None = None):
+        self.event_id = event_id
+        self.stream = stream
+        super().__init__(message)
+
+
+class StreamNotFoundError(EventlogError, LookupError):
+    """The stream does not exist."""
+
+    def __init__(self, stream: str):
+        self.stream = stream
+        super().__init__(f"stream {stream!r} does not exist")
+
+
+class StreamExistsError(EventlogError):
+    """A stream that must be new (a fork target) already exists."""
+
+    def __init__(self, stream: str):
+        self.stream = stream
+        super().__init__(f"stream {stream!r} already exists")
+
+
+class CorruptionError(EventlogError):
+    """Stored data cannot be decoded or fails its hash check; says where."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stream: str | None = None,
+        seq: int | None = None,
+        location: str | None = None,
+    ):
+        self.stream = stream
+        self.seq = seq
+        self.location = location
+        where = []
+        if location is not None:
+            where.append(location)
+        if stream is not None:
+            where.append(f"stream {stream!r}")
+        if seq is not None:
+            where.append(f"seq {seq}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(f"{prefix}{message}")
+
+
+class SchemaVersionError(CorruptionError):
+    """The store was written by a newer eventlog (or is not an eventlog store)."""
+
+
+class BackendUnavailableError(EventlogError):
+    """The backend's engine, server or driver cannot be reached or imported."""
+
+
+class StoreClosedError(EventlogError):
+    """The store was closed."""
+
+
+class ProviderMappingError(EventlogError):
+    """A history cannot be rendered for, or imported from, a provider's format."""
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "ConcurrencyError",
+    "CorruptionError",
+    "DuplicateEventError",
+    "EventlogError",
+    "ProviderMappingError",
+    "SchemaVersionError",
+    "StoreClosedError",
+    "StreamExistsError",
+    "StreamNotFoundError",
+    "UsageError",
+    "ValidationError",
+]

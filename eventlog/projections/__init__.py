@@ -1,0 +1,1 @@
+"""Projections: state, context windows and provider payloads folded from events."""

@@ -1,0 +1,615 @@
+"""The store facade: append, read, fork, subscribe and verify over one backend.
+
+The core decides seqs, timestamps and hashes, checks `expected_seq` and resolves idempotent
+retries; the backend only stores records atomically and enforces uniqueness, so every backend
+behaves the same.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+
+from eventlog.backends.base import Backend, Conflict, Durability, ForkInfo, Record, StreamInfo
+from eventlog.codec import GENESIS, Codec, Encoded, chain_hash, validate_stream_name
+from eventlog.errors import (
+    ConcurrencyError,
+    CorruptionError,
+    DuplicateEventError,
+    StoreClosedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    ValidationError,
+)
+from eventlog.events import Event, EventData, RecordedEvent
+
+if TYPE_CHECKING:
+    from eventlog.subscription import Subscription
+
+ExpectedSeq = int | Literal["any", "no_stream"]
+ANY: Literal["any"] = "any"
+"""Append whatever the stream's current seq is."""
+NO_STREAM: Literal["no_stream"] = "no_stream"
+"""Append only if the stream does not exist yet."""
+
+PAGE = 1000
+_MAX_ANY_RETRIES = 1000
+_STRIPES = 64
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One integrity problem found by verify."""
+
+    stream: str
+    seq: int
+    event_id: str | None
+    message: str
+
+
+class VerifyReport(msgspec.Struct, frozen=True):
+    """What verify checked and the first problem of each damaged stream."""
+
+    streams: int
+    events: int
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+Segment = tuple[str, int, int | None]
+
+
+class Store:
+    """A synchronous, thread-safe event store over one backend."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        durability: Durability | str = Durability.FSYNC,
+        max_event_bytes: int | None = None,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self._backend = backend
+        self._codec = (
+            Codec(backend.format)
+            if max_event_bytes is None
+            else Codec(backend.format, max_event_bytes=max_event_bytes)
+        )
+        self.durability = Durability(durability)
+        self.poll_interval = poll_interval
+        self._closed = False
+        self._tails: dict[str, tuple[int, bytes]] = {}
+        self._lineage: dict[str, list[Segment]] = {}
+        self._stripes = [threading.Lock() for _ in range(_STRIPES)]
+        self._commits = threading.Condition()
+        self._commit_count = 0
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> Backend:
+        """The backend this store writes to."""
+        return self._backend
+
+    @property
+    def codec(self) -> Codec:
+        """The codec that encodes this store's events."""
+        return self._codec
+
+    @property
+    def location(self) -> str:
+        """Where the data lives."""
+        return self._backend.location
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.location} is closed")
+
+    # -- append ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        stream: str,
+        events: Iterable[Event | EventData],
+        *,
+        expected_seq: ExpectedSeq = ANY,
+        durability: Durability | str | None = None,
+    ) -> list[RecordedEvent]:
+        """Append events atomically to a stream; return them as stored.
+
+        `expected_seq` is the stream's current last seq (0 or NO_STREAM for a new stream), or ANY.
+        Retrying an append whose events (same ids, same content) are already stored returns the
+        stored events instead of appending them twice.
+        """
+        self._check_open()
+        validate_stream_name(stream)
+        _check_expected(expected_seq)
+        level = self.durability if durability is None else Durability(durability)
+        encode = self._codec.encode_event
+        encoded = [encode(e, i) for i, e in enumerate(events)]
+        if not encoded:
+            return []
+        ids = [e.id for e in encoded]
+        if len(set(ids)) != len(ids):
+            raise ValidationError("the same event id appears twice in one batch", field="id")
+        with self._stripes[hash(stream) % _STRIPES]:
+            return self._append_locked(stream, encoded, expected_seq, level)
+
+    def _append_locked(
+        self, stream: str, encoded: list[Encoded], expected: ExpectedSeq, level: Durability
+    ) -> list[RecordedEvent]:
+        fresh = False
+        for _ in range(_MAX_ANY_RETRIES):
+            tail_seq, tail_hash = self._tail(stream, fresh=fresh)
+            if not _matches(expected, tail_seq):
+                if not fresh:
+                    fresh = True
+                    continue
+                stored = self._already_stored(stream, encoded)
+                if stored is not None:
+                    return stored
+                raise ConcurrencyError(stream, expected, tail_seq)
+            records = self._records(stream, encoded, tail_seq, tail_hash)
+            try:
+                positions = self._backend.append(records, level)
+            except Conflict:
+                self._tails.pop(stream, None)
+                stored = self._already_stored(stream, encoded)
+                if stored is not None:
+                    return stored
+                if expected != ANY and fresh:
+                    actual = self._tail(stream, fresh=True)[0]
+                    raise ConcurrencyError(stream, expected, actual) from None
+                fresh = True
+                continue
+            last = records[-1]
+            self._tails[stream] = (last.seq, last.hash)
+            with self._commits:
+                self._commit_count += 1
+                self._commits.notify_all()
+            return [
+                RecordedEvent(
+                    id=r.id,
+                    stream=stream,
+                    seq=r.seq,
+                    position=p,
+                    ts=r.ts,
+                    data=e.data,
+                    meta=self._codec.decode_meta(r) if r.meta else {},
+                    causation_id=r.causation_id,
+                    correlation_id=r.correlation_id,
+                    hash=r.hash.hex(),
+                )
+                for r, e, p in zip(records, encoded, positions, strict=True)
+            ]
+        raise ConcurrencyError(stream, expected, self._tail(stream, fresh=True)[0])
+
+    def _records(
+        self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes
+    ) -> list[Record]:
+        ts = time.time_ns()
+        pack = self._codec.pack
+        records = []
+        for i, e in enumerate(encoded):
+            seq = tail_seq + 1 + i
+            h = chain_hash(
+                prev,
+                stream,
+                seq,
+                e.id,
+                ts,
+                e.type,
+                e.version,
+                e.causation_id,
+                e.correlation_id,
+                e.meta,
+                e.plain,
+            )
+            data, codec_id = pack(e.plain)
+            records.append(
+                Record(
+                    e.id,
+                    stream,
+                    seq,
+                    ts,
+                    e.type,
+                    e.version,
+                    data,
+                    e.meta,
+                    e.causation_id,
+                    e.correlation_id,
+                    h,
+                    codec_id,
+                )
+            )
+            prev = h
+        return records
+
+    def _already_stored(self, stream: str, encoded: list[Encoded]) -> list[RecordedEvent] | None:
+        """The stored events if this batch was stored before (a retry), else None."""
+        found = self._backend.get_by_ids([e.id for e in encoded])
+        if not found:
+            return None
+        location = self.location
+        for i, e in enumerate(encoded):
+            rec = found.get(e.id)
+            if rec is None:
+                some = next(iter(found.values()))
+                raise DuplicateEventError(
+                    f"event {some.id} of this batch is already stored (stream {some.stream!r} "
+                    f"seq {some.seq}) but event #{i} ({e.id}) is not: a retry must resend the "
+                    "same batch",
+                    event_id=some.id,
+                    stream=some.stream,
+                )
+            if rec.stream != stream:
+                raise DuplicateEventError(
+                    f"event id {e.id} is already stored in stream {rec.stream!r} seq {rec.seq}",
+                    event_id=e.id,
+                    stream=rec.stream,
+                )
+            same = (
+                rec.type == e.type
+                and rec.version == e.version
+                and rec.meta == e.meta
+                and rec.causation_id == e.causation_id
+                and rec.correlation_id == e.correlation_id
+                and self._codec.unpack(rec, location) == e.plain
+            )
+            if not same:
+                raise DuplicateEventError(
+                    f"event id {e.id} is already stored in stream {stream!r} seq {rec.seq} "
+                    "with other content",
+                    event_id=e.id,
+                    stream=stream,
+                )
+            if i and rec.seq != found[encoded[i - 1].id].seq + 1:
+                raise DuplicateEventError(
+                    f"event id {e.id} is stored at seq {rec.seq}, not right after the batch's "
+                    "previous event",
+                    event_id=e.id,
+                    stream=stream,
+                )
+        return [self._codec.to_event(found[e.id], location) for e in encoded]
+
+    def _tail(self, stream: str, *, fresh: bool = False) -> tuple[int, bytes]:
+        """(last seq, last hash) of a stream, from the cache unless `fresh`."""
+        if not fresh:
+            cached = self._tails.get(stream)
+            if cached is not None:
+                return cached
+        rec = self._backend.last(stream)
+        if rec is not None:
+            tail = (rec.seq, rec.hash)
+            self._tails[stream] = tail
+            return tail
+        fork = self._backend.get_fork(stream)
+        if fork is None:
+            return 0, GENESIS
+        return fork.at_seq, self._record_at(fork.parent, fork.at_seq).hash
+
+    def _record_at(self, stream: str, seq: int) -> Record:
+        for origin, lo, hi in self._segments(stream):
+            if lo <= seq and (hi is None or seq <= hi):
+                page = self._backend.read(origin, seq, seq, limit=1)
+                if page:
+                    return page[0]
+                break
+        raise CorruptionError(
+            "record is missing (a fork points past its parent's end)",
+            stream=stream,
+            seq=seq,
+            location=self.location,
+        )
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _segments(self, stream: str) -> list[Segment]:
+        """Where a stream's seqs live: [(origin stream, first seq, last seq or None)]."""
+        cached = self._lineage.get(stream)
+        if cached is not None:
+            return cached
+        chain: list[Segment] = []
+        current, upper = stream, None
+        while True:
+            fork = self._backend.get_fork(current)
+            if fork is None:
+                chain.append((current, 1, upper))
+                break
+            chain.append((current, fork.at_seq + 1, upper))
+            current, upper = fork.parent, fork.at_seq
+            if len(chain) > 10_000:
+                raise CorruptionError("fork ancestry loops", stream=stream)
+        chain.reverse()
+        if len(chain) > 1:
+            self._lineage[stream] = chain
+        return chain
+
+    def read(
+        self,
+        stream: str,
+        first: int = 1,
+        last: int | None = None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[RecordedEvent]:
+        """Events of a stream with first <= seq <= last, oldest first (or newest first).
+
+        A fork's prefix is read through its ancestors. Raises StreamNotFoundError for a stream
+        that does not exist.
+        """
+        self._check_open()
+        validate_stream_name(stream)
+        if first < 1:
+            raise ValidationError(f"must be >= 1, got {first}", field="first")
+        if last is not None and last < first:
+            return iter(())
+        if limit is not None and limit < 0:
+            raise ValidationError(f"must be >= 0, got {limit}", field="limit")
+        return self._read_iter(stream, first, last, backwards, limit)
+
+    def _read_iter(
+        self, stream: str, first: int, last: int | None, backwards: bool, limit: int | None
+    ) -> Iterator[RecordedEvent]:
+        ranges = []
+        for origin, lo, hi in self._segments(stream):
+            lo2 = max(lo, first)
+            hi2 = hi if last is None else (last if hi is None else min(hi, last))
+            if hi2 is None or lo2 <= hi2:
+                ranges.append((origin, lo2, hi2))
+        if backwards:
+            ranges.reverse()
+        remaining = limit
+        yielded = False
+        to_event = self._codec.to_event
+        location = self.location
+        for origin, lo, hi in ranges:
+            cursor_lo, cursor_hi = lo, hi
+            while remaining is None or remaining > 0:
+                n = PAGE if remaining is None else min(PAGE, remaining)
+                page = self._backend.read(
+                    origin, cursor_lo, cursor_hi, backwards=backwards, limit=n
+                )
+                for rec in page:
+                    yield to_event(rec, location)
+                yielded = yielded or bool(page)
+                if remaining is not None:
+                    remaining -= len(page)
+                if len(page) < n:
+                    break
+                if backwards:
+                    cursor_hi = page[-1].seq - 1
+                else:
+                    cursor_lo = page[-1].seq + 1
+        if not yielded and first == 1 and not self.exists(stream):
+            raise StreamNotFoundError(stream)
+
+    def read_last(self, stream: str, n: int) -> list[RecordedEvent]:
+        """The last n events of a stream, oldest first."""
+        out = list(self.read(stream, backwards=True, limit=n))
+        out.reverse()
+        return out
+
+    def get(self, stream: str, seq: int) -> RecordedEvent:
+        """The event at one seq of a stream."""
+        for event in self.read(stream, seq, seq):
+            return event
+        raise ValidationError(f"stream {stream!r} has no seq {seq}", field="seq")
+
+    def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
+        """Every stored event with position > after, in position order."""
+        self._check_open()
+        return self._read_all_iter(after, limit)
+
+    def _read_all_iter(self, after: int, limit: int | None) -> Iterator[RecordedEvent]:
+        remaining = limit
+        to_event = self._codec.to_event
+        while remaining is None or remaining > 0:
+            n = PAGE if remaining is None else min(PAGE, remaining)
+            page = self._backend.read_all(after, n)
+            for rec in page:
+                yield to_event(rec, self.location)
+            if remaining is not None:
+                remaining -= len(page)
+            if len(page) < n:
+                return
+            after = page[-1].position
+
+    def head_position(self) -> int:
+        """The highest committed position."""
+        self._check_open()
+        return self._backend.head_position()
+
+    # -- streams and forks -----------------------------------------------------------------
+
+    def streams(self) -> list[StreamInfo]:
+        """Every stream: last seq (length), last time, and fork parent if any."""
+        self._check_open()
+        return self._backend.list_streams()
+
+    def stream_info(self, stream: str) -> StreamInfo:
+        """One stream's info; StreamNotFoundError if it does not exist."""
+        self._check_open()
+        validate_stream_name(stream)
+        rec = self._backend.last(stream)
+        fork = self._backend.get_fork(stream)
+        if rec is None and fork is None:
+            raise StreamNotFoundError(stream)
+        return StreamInfo(
+            stream,
+            rec.seq if rec else fork.at_seq if fork else 0,
+            rec.ts if rec else fork.ts if fork else 0,
+            fork.parent if fork else None,
+            fork.at_seq if fork else 0,
+        )
+
+    def exists(self, stream: str) -> bool:
+        """Whether the stream has events or is a fork."""
+        self._check_open()
+        return self._backend.last(stream) is not None or self._backend.get_fork(stream) is not None
+
+    def fork(self, source: str, new: str, at_seq: int | None = None) -> StreamInfo:
+        """Create `new` as a stream whose first `at_seq` events are `source`'s (no copy)."""
+        self._check_open()
+        validate_stream_name(source)
+        validate_stream_name(new)
+        tail_seq, _ = self._tail(source, fresh=True)
+        if tail_seq == 0:
+            raise StreamNotFoundError(source)
+        at = tail_seq if at_seq is None else at_seq
+        if not 1 <= at <= tail_seq:
+            raise ValidationError(
+                f"must be between 1 and {tail_seq} (the end of {source!r}), got {at}",
+                field="at_seq",
+            )
+        info = ForkInfo(new, source, at, time.time_ns())
+        try:
+            self._backend.create_fork(info)
+        except Conflict:
+            raise StreamExistsError(new) from None
+        return StreamInfo(new, at, info.ts, source, at)
+
+    def forks(self, stream: str | None = None) -> list[ForkInfo]:
+        """Fork entries: all, or the direct forks of one stream."""
+        self._check_open()
+        return self._backend.list_forks(stream)
+
+    def ancestry(self, stream: str) -> list[tuple[str, int]]:
+        """[(ancestor, fork seq), ...] from the root to the stream's parent."""
+        self._check_open()
+        segments = self._segments(stream)
+        return [(origin, hi) for origin, _, hi in segments[:-1] if hi is not None]
+
+    # -- subscriptions ---------------------------------------------------------------------
+
+    def subscribe(self, after: int = 0, *, batch: int = PAGE) -> Subscription:
+        """Catch up from a position, then follow new events as they commit."""
+        self._check_open()
+        from eventlog.subscription import Subscription
+
+        return Subscription(self, after, batch)
+
+    def wait_for_commit(self, seen: int, timeout: float) -> int:
+        """Wait until a local commit happens after `seen` (a commit count) or timeout."""
+        with self._commits:
+            if self._commit_count == seen and not self._closed:
+                self._commits.wait(timeout)
+            return self._commit_count
+
+    @property
+    def commit_count(self) -> int:
+        """How many appends this store object committed (for waiting subscribers)."""
+        return self._commit_count
+
+    # -- verify ----------------------------------------------------------------------------
+
+    def verify(self, stream: str | None = None) -> VerifyReport:
+        """Check every stream's hash chain, seqs and decoding; report the first problem of each."""
+        self._check_open()
+        names = [stream] if stream is not None else [s.stream for s in self.streams()]
+        problems: list[Problem] = []
+        total = 0
+        for name in names:
+            count, problem = self._verify_stream(name)
+            total += count
+            if problem is not None:
+                problems.append(problem)
+        return VerifyReport(len(names), total, problems)
+
+    def _verify_stream(self, stream: str) -> tuple[int, Problem | None]:
+        fork = self._backend.get_fork(stream)
+        prev_seq, prev_hash = 0, GENESIS
+        if fork is not None:
+            prev_seq = fork.at_seq
+            try:
+                prev_hash = self._record_at(fork.parent, fork.at_seq).hash
+            except CorruptionError as exc:
+                return 0, Problem(stream, fork.at_seq, None, str(exc))
+        count = 0
+        location = self.location
+        while True:
+            page = self._backend.read(stream, prev_seq + 1, None, limit=PAGE)
+            for rec in page:
+                count += 1
+                if rec.seq != prev_seq + 1:
+                    return count, Problem(stream, prev_seq + 1, None, "seq is missing (gap)")
+                try:
+                    plain = self._codec.unpack(rec, location)
+                    self._codec.decode_data(rec, location)
+                    self._codec.decode_meta(rec, location)
+                except CorruptionError as exc:
+                    return count, Problem(stream, rec.seq, rec.id, str(exc))
+                expected = chain_hash(
+                    prev_hash,
+                    rec.stream,
+                    rec.seq,
+                    rec.id,
+                    rec.ts,
+                    rec.type,
+                    rec.version,
+                    rec.causation_id,
+                    rec.correlation_id,
+                    rec.meta,
+                    plain,
+                )
+                if expected != rec.hash:
+                    return count, Problem(
+                        stream,
+                        rec.seq,
+                        rec.id,
+                        "hash mismatch: this event (or its stored hash) was altered",
+                    )
+                prev_seq, prev_hash = rec.seq, rec.hash
+            if len(page) < PAGE:
+                return count, None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the backend; further calls raise StoreClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._commits:
+            self._commits.notify_all()
+        self._backend.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+        return self._closed
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_expected(expected: object) -> None:
+    if expected in (ANY, NO_STREAM):
+        return
+    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+        raise ValidationError(
+            f"must be an int >= 0, 'any' or 'no_stream', got {expected!r}", field="expected_seq"
+        )
+
+
+def _matches(expected: ExpectedSeq, tail_seq: int) -> bool:
+    if expected == ANY:
+        return True
+    if expected == NO_STREAM:
+        return tail_seq == 0
+    return expected == tail_seq
+
+
+__all__ = ["ANY", "NO_STREAM", "ExpectedSeq", "Problem", "Store", "VerifyReport"]

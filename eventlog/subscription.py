@@ -1,0 +1,73 @@
+"""Catch-up subscriptions: read the store from a position, then follow new commits."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from eventlog.events import RecordedEvent
+
+if TYPE_CHECKING:
+    from eventlog.store import Store
+
+
+class Subscription:
+    """An iterator over every event after a position, in position order, each exactly once.
+
+    Iteration blocks while waiting for new events; `close()` (from any thread) ends it. Commits
+    by this process wake it at once; commits by other processes are seen within the store's
+    poll interval.
+    """
+
+    def __init__(self, store: Store, after: int, batch: int) -> None:
+        self._store = store
+        self._batch = batch
+        self._fetched = after
+        self._buffer: deque[RecordedEvent] = deque()
+        self._closed = False
+        self.position = after
+        """Position of the last event delivered."""
+
+    def _fill(self) -> bool:
+        page = list(self._store.read_all(self._fetched, self._batch))
+        if page:
+            self._buffer.extend(page)
+            self._fetched = page[-1].position
+        return bool(page)
+
+    def poll(self, timeout: float = 0.0) -> list[RecordedEvent]:
+        """Events available now; wait up to `timeout` seconds for some if there are none."""
+        if not self._buffer and not self._closed:
+            seen = self._store.commit_count
+            if not self._fill() and timeout > 0:
+                self._store.wait_for_commit(seen, timeout)
+                self._fill()
+        out = list(self._buffer)
+        self._buffer.clear()
+        if out:
+            self.position = out[-1].position
+        return out
+
+    def __iter__(self) -> Subscription:
+        return self
+
+    def __next__(self) -> RecordedEvent:
+        while not self._closed and not self._store.closed:
+            if self._buffer:
+                event = self._buffer.popleft()
+                self.position = event.position
+                return event
+            seen = self._store.commit_count
+            if not self._fill():
+                self._store.wait_for_commit(seen, self._store.poll_interval)
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop iterating (wakes a blocked iterator within the poll interval)."""
+        self._closed = True
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
