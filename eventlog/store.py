@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from eventlog.backends.base import Backend, Conflict, Durability, ForkInfo, Record, StreamInfo
+from eventlog.backends.base import (
+    Backend,
+    Conflict,
+    Durability,
+    ForkInfo,
+    Record,
+    SearchHit,
+    StreamInfo,
+)
 from eventlog.codec import GENESIS, Codec, Encoded, chain_hash, validate_stream_name
 from eventlog.errors import (
     ConcurrencyError,
@@ -26,6 +34,7 @@ from eventlog.errors import (
     ValidationError,
 )
 from eventlog.events import Event, EventData, RecordedEvent
+from eventlog.text import event_text
 
 if TYPE_CHECKING:
     from eventlog.subscription import Subscription
@@ -197,6 +206,7 @@ class Store:
     ) -> list[Record]:
         ts = time.time_ns()
         pack = self._codec.pack
+        wants_text = self._backend.wants_text
         records = []
         for i, e in enumerate(encoded):
             seq = tail_seq + 1 + i
@@ -214,6 +224,7 @@ class Store:
                 e.plain,
             )
             data, codec_id = pack(e.plain)
+            text = event_text(e.data) if wants_text else ""
             records.append(
                 Record(
                     e.id,
@@ -228,6 +239,8 @@ class Store:
                     e.correlation_id,
                     h,
                     codec_id,
+                    0,
+                    text,
                 )
             )
             prev = h
@@ -488,6 +501,17 @@ class Store:
         self._check_open()
         segments = self._segments(stream)
         return [(origin, hi) for origin, _, hi in segments[:-1] if hi is not None]
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
+        """Full-text search over event text, newest relevance first (backends with an index)."""
+        self._check_open()
+        if stream is not None:
+            validate_stream_name(stream)
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("cannot be empty", field="query")
+        return self._backend.search(query, stream=stream, limit=limit)
 
     # -- subscriptions ---------------------------------------------------------------------
 

@@ -47,6 +47,19 @@ class Record(msgspec.Struct, frozen=True):
     """How `data` is packed: 0 plain; other values name a compression (see eventlog.codec)."""
     position: int = 0
     """Store-wide position, assigned at commit (0 before)."""
+    text: str = ""
+    """Searchable text, filled at append only for backends with `wants_text` (not stored)."""
+
+
+class SearchHit(msgspec.Struct, frozen=True):
+    """A reference to an event matching a full-text query."""
+
+    stream: str
+    seq: int
+    id: str
+    position: int
+    snippet: str
+    rank: float
 
 
 class ForkInfo(msgspec.Struct, frozen=True):
@@ -86,6 +99,8 @@ class Backend(ABC):
     """Whether data survives close and reopen."""
     location: str = ""
     """Where the data lives (file, directory, URL), for messages."""
+    wants_text: ClassVar[bool] = False
+    """Whether append should fill `Record.text` (backends with a full-text index)."""
 
     @abstractmethod
     def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
@@ -164,3 +179,9 @@ class Backend(ABC):
     @abstractmethod
     def delete_snapshot(self, stream: str, name: str, version: int, seq: int) -> None:
         """Drop one snapshot (e.g. found corrupt)."""
+
+    def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
+        """Full-text search over event text; backends without an index raise UsageError."""
+        from eventlog.errors import UsageError
+
+        raise UsageError(f"full-text search is not supported by {type(self).__name__}")
