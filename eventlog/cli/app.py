@@ -1,0 +1,65 @@
+"""The `eventlog` click group, the shared `--store` option and output helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+
+import eventlog
+from eventlog.errors import EventlogError
+from eventlog.store import Store
+
+DEFAULT_STORE = "sqlite:///eventlog.db"
+
+
+def store_url(ctx: click.Context) -> str:
+    """The store URL: --store, then $EVENTLOG_STORE, then sqlite:///eventlog.db here."""
+    root = ctx.find_root()
+    url: str | None = root.params.get("store")
+    return url or os.environ.get("EVENTLOG_STORE") or DEFAULT_STORE
+
+
+def open_store(ctx: click.Context) -> Store:
+    """Open the store this invocation points at (closed when the command ends)."""
+    store = eventlog.open(store_url(ctx))
+    ctx.call_on_close(store.close)
+    return store
+
+
+def emit_json(value: Any) -> None:
+    """Write one JSON document to stdout."""
+    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Group(click.Group):
+    """A click group that turns eventlog errors into one clear line and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, reporting EventlogError without a traceback."""
+        try:
+            return super().invoke(ctx)
+        except EventlogError as exc:
+            err_console.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+            ctx.exit(1)
+
+
+@click.group(cls=Group)
+@click.option(
+    "--store",
+    metavar="URL",
+    default=None,
+    help="Store URL (default: $EVENTLOG_STORE, then sqlite:///eventlog.db).",
+)
+@click.version_option(eventlog.__version__, prog_name="eventlog")
+def cli(store: str | None) -> None:
+    """An event-sourced store for LLM agent conversations."""
