@@ -1,0 +1,670 @@
+"""The conformance suite every backend runs unchanged.
+
+A backend's test module subclasses `BackendContract` (or `DurableContract` for backends whose data
+survives the process) and provides:
+
+- a fixture `fresh_url` returning a zero-argument function that gives a NEW, empty store URL on
+  each call (the same URL opened twice is the same store);
+- a method `tamper(store, stream, seq)` that alters the stored payload of one event underneath the
+  store, with raw engine access, so that `verify` must catch it.
+
+The classes are not named Test*, so pytest only collects them through a backend's subclass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+import eventlog as el
+from tests.strategies import events as event_strategy
+
+FreshURL = Callable[[], str]
+
+
+def text_events(n: int, prefix: str = "m") -> list[el.Event]:
+    """n small input events with distinct texts."""
+    return [el.Event(data=el.ModelInput.from_text(f"{prefix}{i}")) for i in range(n)]
+
+
+def texts_of(events: Any) -> list[str]:
+    """The input texts of a sequence of recorded events."""
+    return [e.data.text for e in events]
+
+
+class BackendContract:
+    """Behaviour every backend must show."""
+
+    # -- fixtures --------------------------------------------------------------------------
+
+    @pytest.fixture
+    def store(self, fresh_url: FreshURL) -> Iterator[el.Store]:
+        store = el.open(fresh_url(), durability="none")
+        yield store
+        store.close()
+
+    def tamper(self, store: el.Store, stream: str, seq: int) -> None:
+        raise NotImplementedError
+
+    # -- append, seq, position -------------------------------------------------------------
+
+    def test_append_assigns_gapless_seqs_in_order(self, store: el.Store) -> None:
+        first = store.append("s", text_events(3))
+        second = store.append("s", text_events(2, "n"))
+        assert [e.seq for e in first + second] == [1, 2, 3, 4, 5]
+        assert texts_of(store.read("s")) == ["m0", "m1", "m2", "n0", "n1"]
+        assert all(e.stream == "s" for e in store.read("s"))
+
+    def test_positions_strictly_increase_across_streams(self, store: el.Store) -> None:
+        for i in range(6):
+            store.append(f"s{i % 3}", text_events(2, f"x{i}-"))
+        positions = [e.position for e in store.read_all()]
+        assert len(positions) == 12
+        assert positions == sorted(positions)
+        assert len(set(positions)) == 12
+        assert store.head_position() == positions[-1]
+
+    def test_append_returns_what_is_stored(self, store: el.Store) -> None:
+        ev = el.Event(
+            data=el.ModelInput.from_text("hello"),
+            meta={"source": "test", "n": 3},
+            causation_id="c-1",
+            correlation_id="r-1",
+        )
+        (recorded,) = store.append("s", [ev])
+        (read,) = store.read("s")
+        assert recorded == read
+        assert read.id == ev.id and read.meta == {"source": "test", "n": 3}
+        assert read.causation_id == "c-1" and read.correlation_id == "r-1"
+        assert read.type == "model_input"
+        assert abs(read.ts - time.time_ns()) < 60 * 10**9
+
+    def test_bare_event_data_is_wrapped(self, store: el.Store) -> None:
+        (rec,) = store.append("s", [el.Checkpoint(label="start")])
+        assert el.events.is_event_id(rec.id)
+        assert rec.data == el.Checkpoint(label="start")
+
+    def test_empty_append_writes_nothing(self, store: el.Store) -> None:
+        assert store.append("s", []) == []
+        assert not store.exists("s")
+
+    # -- expected_seq ----------------------------------------------------------------------
+
+    def test_expected_no_stream(self, store: el.Store) -> None:
+        store.append("s", text_events(1), expected_seq=el.NO_STREAM)
+        with pytest.raises(el.ConcurrencyError) as err:
+            store.append("s", text_events(1), expected_seq=el.NO_STREAM)
+        assert err.value.actual == 1 and err.value.stream == "s"
+        store.append("t", text_events(1), expected_seq=0)
+        assert store.stream_info("s").last_seq == 1
+
+    def test_expected_exact(self, store: el.Store) -> None:
+        store.append("s", text_events(2), expected_seq=0)
+        store.append("s", text_events(1), expected_seq=2)
+        for wrong in (0, 1, 2, 4, 10):
+            with pytest.raises(el.ConcurrencyError) as err:
+                store.append("s", text_events(1, "bad"), expected_seq=wrong)
+            assert err.value.expected == wrong and err.value.actual == 3
+        assert texts_of(store.read("s")) == ["m0", "m1", "m0"]
+
+    def test_expected_any(self, store: el.Store) -> None:
+        store.append("s", text_events(1), expected_seq=el.ANY)
+        store.append("s", text_events(1), expected_seq="any")
+        assert store.stream_info("s").last_seq == 2
+
+    def test_expected_seq_rejects_nonsense(self, store: el.Store) -> None:
+        for bad in (-1, "latest", 1.5, True):
+            with pytest.raises(el.ValidationError):
+                store.append("s", text_events(1), expected_seq=bad)  # type: ignore[arg-type]
+        assert not store.exists("s")
+
+    # -- validation: nothing written -------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            pytest.param(
+                lambda: el.Event(data=el.Checkpoint(label="x"), meta={"k": "v" * 3000}),
+                id="meta-too-big",
+            ),
+            pytest.param(
+                lambda: el.Event(data=el.Checkpoint(label="x"), id="not-a-uuid"), id="bad-id"
+            ),
+            pytest.param(
+                lambda: el.Event(data=el.Checkpoint(label="x"), meta={1: "v"}), id="meta-key"
+            ),
+            pytest.param(lambda: el.Event(data="text"), id="data-not-event"),  # type: ignore[arg-type]
+            pytest.param(lambda: {"type": "checkpoint"}, id="dict"),
+            pytest.param(
+                lambda: el.Event(data=el.Custom(kind="k", data=object())), id="unencodable"
+            ),
+        ],
+    )
+    def test_invalid_event_in_batch_writes_nothing(
+        self, store: el.Store, bad: Callable[[], Any]
+    ) -> None:
+        store.append("s", text_events(1))
+        batch = [*text_events(2, "ok"), bad()]
+        with pytest.raises(el.ValidationError) as err:
+            store.append("s", batch)
+        assert "event #2" in str(err.value)
+        assert texts_of(store.read("s")) == ["m0"]
+        assert store.head_position() == 1
+
+    def test_duplicate_id_in_one_batch_is_rejected(self, store: el.Store) -> None:
+        ev = el.Event(data=el.Checkpoint(label="x"))
+        with pytest.raises(el.ValidationError):
+            store.append("s", [ev, ev])
+        assert not store.exists("s")
+
+    def test_unregistered_event_type_is_rejected(self, store: el.Store) -> None:
+        class Unregistered(el.EventData, frozen=True, tag="test.unregistered"):
+            x: int
+
+        with pytest.raises(el.ValidationError, match="not registered"):
+            store.append("s", [Unregistered(x=1)])
+
+    @pytest.mark.parametrize("name", ["", "   ", "a\x00b", "tab\there", "x" * 201, None])
+    def test_bad_stream_names_are_rejected(self, store: el.Store, name: Any) -> None:
+        with pytest.raises(el.ValidationError):
+            store.append(name, text_events(1))
+
+    def test_user_registered_event_type_round_trips(self, store: el.Store) -> None:
+        @el.register_event_type
+        class Rated(el.EventData, frozen=True, tag="test.rated"):
+            score: int
+            note: str = ""
+
+        store.append("s", [Rated(score=5, note="good")])
+        (read,) = store.read("s")
+        assert read.data == Rated(score=5, note="good")
+        assert read.type == "test.rated"
+
+    # -- idempotency -----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("expected", [el.NO_STREAM, el.ANY])
+    def test_retry_returns_stored_events(self, store: el.Store, expected: Any) -> None:
+        batch = text_events(3)
+        first = store.append("s", batch, expected_seq=expected)
+        again = store.append("s", batch, expected_seq=expected)
+        assert again == first
+        assert store.stream_info("s").last_seq == 3
+        assert len(list(store.read_all())) == 3
+
+    def test_retry_after_later_appends_returns_stored_events(self, store: el.Store) -> None:
+        batch = text_events(2)
+        first = store.append("s", batch, expected_seq=0)
+        store.append("s", text_events(2, "later"), expected_seq=2)
+        assert store.append("s", batch, expected_seq=0) == first
+        assert store.stream_info("s").last_seq == 4
+
+    def test_same_id_other_content_raises(self, store: el.Store) -> None:
+        ev = el.Event(data=el.ModelInput.from_text("original"))
+        store.append("s", [ev])
+        forged = el.Event(data=el.ModelInput.from_text("forged"), id=ev.id)
+        with pytest.raises(el.DuplicateEventError) as err:
+            store.append("s", [forged])
+        assert err.value.event_id == ev.id
+        assert texts_of(store.read("s")) == ["original"]
+
+    def test_same_id_other_meta_raises(self, store: el.Store) -> None:
+        ev = el.Event(data=el.Checkpoint(label="a"), meta={"v": 1})
+        store.append("s", [ev])
+        with pytest.raises(el.DuplicateEventError):
+            store.append("s", [el.Event(data=ev.data, id=ev.id, meta={"v": 2})])
+
+    def test_same_id_in_another_stream_raises(self, store: el.Store) -> None:
+        ev = el.Event(data=el.Checkpoint(label="a"))
+        store.append("s", [ev])
+        with pytest.raises(el.DuplicateEventError, match="'s'"):
+            store.append("t", [ev])
+        assert not store.exists("t")
+
+    def test_partially_stored_batch_raises(self, store: el.Store) -> None:
+        stored = text_events(1)
+        store.append("s", stored)
+        with pytest.raises(el.DuplicateEventError):
+            store.append("s", [*stored, *text_events(1, "new")])
+        assert store.stream_info("s").last_seq == 1
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def test_read_ranges_backwards_and_last(self, store: el.Store) -> None:
+        store.append("s", text_events(10))
+        assert texts_of(store.read("s", 3, 5)) == ["m2", "m3", "m4"]
+        assert texts_of(store.read("s", 8)) == ["m7", "m8", "m9"]
+        assert texts_of(store.read("s", backwards=True, limit=3)) == ["m9", "m8", "m7"]
+        assert texts_of(store.read("s", 2, 4, backwards=True)) == ["m3", "m2", "m1"]
+        assert texts_of(store.read("s", limit=2)) == ["m0", "m1"]
+        assert texts_of(store.read_last("s", 3)) == ["m7", "m8", "m9"]
+        assert texts_of(store.read_last("s", 50)) == [f"m{i}" for i in range(10)]
+        assert list(store.read("s", 11)) == []
+        assert list(store.read("s", 5, 4)) == []
+        assert store.get("s", 4).data.text == "m3"  # type: ignore[attr-defined]
+
+    def test_reads_page_through_long_streams(self, store: el.Store) -> None:
+        n = el.store.PAGE * 2 + 17
+        store.append("long", text_events(n))
+        assert [e.seq for e in store.read("long")] == list(range(1, n + 1))
+        assert [e.seq for e in store.read("long", backwards=True)] == list(range(n, 0, -1))
+        assert [e.position for e in store.read_all()] == list(range(1, n + 1))
+        assert len(list(store.read_all(after=n - 5))) == 5
+        assert len(list(store.read_all(limit=1500))) == 1500
+
+    def test_missing_stream(self, store: el.Store) -> None:
+        with pytest.raises(el.StreamNotFoundError):
+            list(store.read("nope"))
+        with pytest.raises(el.StreamNotFoundError):
+            store.stream_info("nope")
+        assert not store.exists("nope")
+
+    def test_list_streams(self, store: el.Store) -> None:
+        store.append("b", text_events(2))
+        store.append("a", text_events(3))
+        store.fork("a", "c", 2)
+        infos = {i.stream: i for i in store.streams()}
+        assert sorted(infos) == ["a", "b", "c"]
+        assert infos["a"].last_seq == 3 and infos["b"].last_seq == 2
+        assert infos["c"].parent == "a" and infos["c"].at_seq == 2 and infos["c"].last_seq == 2
+        assert infos["a"].last_ts >= infos["b"].last_ts > 0
+
+    def test_unicode_stream_names(self, store: el.Store) -> None:
+        for name in ["会话/1", "A", "a", "../etc", "x y", "emoji-🙂"]:
+            store.append(name, text_events(1, name))
+        for name in ["会话/1", "A", "a", "../etc", "x y", "emoji-🙂"]:
+            assert texts_of(store.read(name)) == [f"{name}0"]
+        assert {"A", "a", "../etc"} <= {i.stream for i in store.streams()}
+
+    @settings(
+        max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(batch=st.lists(event_strategy, min_size=1, max_size=6, unique_by=lambda e: e.id))
+    def test_round_trip_any_event(self, fresh_url: FreshURL, batch: list[el.Event]) -> None:
+        with el.open(fresh_url(), durability="none") as store:
+            store.append("s", batch)
+            read = list(store.read("s"))
+        assert [e.data for e in read] == [e.data for e in batch]
+        assert [e.meta for e in read] == [e.meta for e in batch]
+        assert [e.id for e in read] == [e.id for e in batch]
+
+    # -- forks -----------------------------------------------------------------------------
+
+    def test_fork_reads_through_parent_and_is_isolated(self, store: el.Store) -> None:
+        store.append("p", text_events(5, "p"))
+        info = store.fork("p", "f", 3)
+        assert (info.parent, info.at_seq, info.last_seq) == ("p", 3, 3)
+        assert texts_of(store.read("f")) == ["p0", "p1", "p2"]
+        store.append("p", text_events(1, "later"))
+        assert texts_of(store.read("f")) == ["p0", "p1", "p2"]
+        store.append("f", text_events(2, "f"), expected_seq=3)
+        assert [e.seq for e in store.read("f")] == [1, 2, 3, 4, 5]
+        assert texts_of(store.read("f")) == ["p0", "p1", "p2", "f0", "f1"]
+        assert texts_of(store.read("p")) == ["p0", "p1", "p2", "p3", "p4", "later0"]
+        assert texts_of(store.read("f", 2, 4)) == ["p1", "p2", "f0"]
+        assert texts_of(store.read("f", backwards=True, limit=4)) == ["f1", "f0", "p2", "p1"]
+        assert texts_of(store.read_last("f", 3)) == ["p2", "f0", "f1"]
+        assert store.verify().ok
+
+    def test_fork_of_fork(self, store: el.Store) -> None:
+        store.append("p", text_events(4, "p"))
+        store.fork("p", "f1", 2)
+        store.append("f1", text_events(3, "f"))
+        store.fork("f1", "f2", 4)
+        store.append("f2", text_events(1, "g"))
+        assert texts_of(store.read("f2")) == ["p0", "p1", "f0", "f1", "g0"]
+        assert store.ancestry("f2") == [("p", 2), ("f1", 4)]
+        assert store.ancestry("p") == []
+        assert [f.stream for f in store.forks("f1")] == ["f2"]
+        assert store.verify().ok
+
+    def test_fork_expected_seq_and_idempotency(self, store: el.Store) -> None:
+        store.append("p", text_events(3))
+        store.fork("p", "f", 2)
+        with pytest.raises(el.ConcurrencyError):
+            store.append("f", text_events(1), expected_seq=el.NO_STREAM)
+        batch = text_events(1, "f")
+        first = store.append("f", batch, expected_seq=2)
+        assert store.append("f", batch, expected_seq=2) == first
+
+    def test_fork_errors(self, store: el.Store) -> None:
+        store.append("p", text_events(3))
+        store.append("other", text_events(1))
+        with pytest.raises(el.ValidationError):
+            store.fork("p", "f", 4)
+        with pytest.raises(el.ValidationError):
+            store.fork("p", "f", 0)
+        with pytest.raises(el.StreamNotFoundError):
+            store.fork("missing", "f", 1)
+        with pytest.raises(el.StreamExistsError):
+            store.fork("p", "other", 1)
+        store.fork("p", "f")
+        with pytest.raises(el.StreamExistsError):
+            store.fork("p", "f", 1)
+        assert store.stream_info("f").last_seq == 3
+
+    def test_fork_copies_nothing(self, store: el.Store) -> None:
+        store.append("p", text_events(50))
+        head = store.head_position()
+        store.fork("p", "f", 50)
+        assert store.head_position() == head
+        assert len(list(store.read_all())) == 50
+
+    # -- verify ----------------------------------------------------------------------------
+
+    def test_verify_passes(self, store: el.Store) -> None:
+        store.append("a", text_events(5))
+        store.append("b", [el.Event(data=el.Checkpoint(label="x"), meta={"k": 1})])
+        report = store.verify()
+        assert report.ok and report.events == 6 and report.streams == 2
+
+    def test_verify_detects_altered_event(self, store: el.Store) -> None:
+        store.append("a", text_events(5))
+        store.append("b", text_events(2))
+        self.tamper(store, "a", 3)
+        report = store.verify()
+        assert not report.ok
+        (problem,) = report.problems
+        assert problem.stream == "a" and problem.seq == 3
+        assert store.verify("b").ok
+
+    # -- concurrency -----------------------------------------------------------------------
+
+    def test_threads_racing_on_expected_seq(self, store: el.Store) -> None:
+        n_threads, rounds = 6, 15
+        barrier = threading.Barrier(n_threads)
+        wins: list[list[str]] = [[] for _ in range(rounds)]
+        losses = [0] * rounds
+        lock = threading.Lock()
+
+        def worker(t: int) -> None:
+            for r in range(rounds):
+                barrier.wait()
+                ev = el.Event(data=el.ModelInput.from_text(f"r{r}t{t}"))
+                try:
+                    store.append("race", [ev], expected_seq=r)
+                except el.ConcurrencyError:
+                    with lock:
+                        losses[r] += 1
+                else:
+                    with lock:
+                        wins[r].append(ev.id)
+                barrier.wait()
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert all(len(w) == 1 for w in wins), wins
+        assert all(n == n_threads - 1 for n in losses)
+        stored = list(store.read("race"))
+        assert [e.seq for e in stored] == list(range(1, rounds + 1))
+        assert [e.id for e in stored] == [w[0] for w in wins]
+        assert store.verify().ok
+
+    def test_threads_appending_any_lose_nothing(self, store: el.Store) -> None:
+        n_threads, per = 4, 25
+        ids: list[str] = []
+        lock = threading.Lock()
+
+        def worker(t: int) -> None:
+            for i in range(per):
+                stream = "shared" if i % 2 else f"own{t}"
+                (rec,) = store.append(stream, text_events(1, f"t{t}-{i}-"))
+                with lock:
+                    ids.append(rec.id)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        stored = [e.id for e in store.read_all()]
+        assert sorted(stored) == sorted(ids)
+        shared = list(store.read("shared"))
+        assert [e.seq for e in shared] == list(range(1, len(shared) + 1))
+        assert store.verify().ok
+
+    def test_subscription_delivers_everything_once_in_order(self, store: el.Store) -> None:
+        store.append("before", text_events(5, "b"))
+        n_writers, per = 4, 30
+        total = 5 + n_writers * per
+        seen: list[el.RecordedEvent] = []
+        sub = store.subscribe(after=0)
+
+        def consume() -> None:
+            for event in sub:
+                seen.append(event)
+                if len(seen) >= total:
+                    sub.close()
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+
+        def writer(w: int) -> None:
+            for i in range(per):
+                stream = "shared" if i % 3 == 0 else f"w{w}"
+                store.append(stream, text_events(1, f"w{w}-{i}-"))
+
+        writers = [threading.Thread(target=writer, args=(w,)) for w in range(n_writers)]
+        for th in writers:
+            th.start()
+        for th in writers:
+            th.join()
+        consumer.join(timeout=30)
+        sub.close()
+        assert not consumer.is_alive()
+        positions = [e.position for e in seen]
+        assert positions == sorted(set(positions))
+        assert [e.id for e in seen] == [e.id for e in store.read_all()]
+        assert len(seen) == total
+
+    def test_subscription_from_a_position_and_poll(self, store: el.Store) -> None:
+        store.append("s", text_events(4))
+        sub = store.subscribe(after=2)
+        assert [e.seq for e in sub.poll()] == [3, 4]
+        assert sub.poll(timeout=0.05) == []
+        threading.Timer(0.05, lambda: store.append("s", text_events(1, "late"))).start()
+        late = sub.poll(timeout=5)
+        assert texts_of(late) == ["late0"] and sub.position == 5
+        sub.close()
+        assert list(sub) == []
+
+    # -- blobs, snapshots, lifecycle -------------------------------------------------------
+
+    def test_blobs(self, store: el.Store) -> None:
+        backend = store.backend
+        assert backend.get_blob("k") is None
+        backend.put_blob("k", b"\x00value")
+        backend.put_blob("k", b"value2")
+        assert backend.get_blob("k") == b"value2"
+
+    def test_snapshots(self, store: el.Store) -> None:
+        b = store.backend
+        assert b.load_snapshot("s", "state", 1, None) is None
+        b.save_snapshot("s", "state", 1, 10, b"ten")
+        b.save_snapshot("s", "state", 1, 20, b"twenty")
+        b.save_snapshot("s", "state", 2, 30, b"v2")
+        b.save_snapshot("t", "state", 1, 40, b"other stream")
+        assert b.load_snapshot("s", "state", 1, None) == (20, b"twenty")
+        assert b.load_snapshot("s", "state", 1, 19) == (10, b"ten")
+        assert b.load_snapshot("s", "state", 1, 5) is None
+        assert b.load_snapshot("s", "state", 2, None) == (30, b"v2")
+        b.save_snapshot("s", "state", 1, 20, b"twenty again")
+        assert b.load_snapshot("s", "state", 1, None) == (20, b"twenty again")
+        b.delete_snapshot("s", "state", 1, 20)
+        assert b.load_snapshot("s", "state", 1, None) == (10, b"ten")
+
+    def test_closed_store_refuses_calls(self, fresh_url: FreshURL) -> None:
+        store = el.open(fresh_url())
+        store.append("s", text_events(1))
+        store.close()
+        store.close()
+        with pytest.raises(el.StoreClosedError):
+            store.append("s", text_events(1))
+        with pytest.raises(el.StoreClosedError):
+            list(store.read("s"))
+
+    def test_async_api(self, fresh_url: FreshURL) -> None:
+        async def scenario() -> list[int]:
+            async with el.open_async(fresh_url(), durability="none") as store:
+                await asyncio.gather(
+                    *(store.append(f"s{i % 2}", text_events(2, f"a{i}-")) for i in range(6))
+                )
+                await store.fork("s0", "f", 2)
+                got = []
+                async for event in store.subscribe(after=0):
+                    got.append(event.position)
+                    if len(got) == 12:
+                        break
+                assert len(await store.read("s0")) == 6
+                assert len([e async for e in store.iter("s1")]) == 6
+                assert len(await store.read_last("f", 1)) == 1
+                assert (await store.verify()).ok
+                return got
+
+        assert asyncio.run(scenario()) == list(range(1, 13))
+
+    # -- model-based -----------------------------------------------------------------------
+
+    def test_state_machine_against_reference_model(self, fresh_url: FreshURL) -> None:
+        run_state_machine_as_test(
+            lambda: StoreMachine(fresh_url),
+            settings=settings(max_examples=15, stateful_step_count=25, deadline=None),
+        )
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Appends, forks and reads checked against a dict-of-lists reference model."""
+
+    streams = Bundle("streams")
+
+    def __init__(self, fresh_url: FreshURL) -> None:
+        super().__init__()
+        self.store = el.open(fresh_url(), durability="none")
+        self.model: dict[str, list[str]] = {}
+        self.log: list[str] = []
+        self.counter = 0
+
+    @initialize(target=streams)
+    def first_stream(self) -> str:
+        self._append("s0", 1)
+        return "s0"
+
+    def _append(self, stream: str, n: int) -> list[el.RecordedEvent]:
+        batch = text_events(n, f"e{self.counter}-")
+        self.counter += 1
+        out = self.store.append(stream, batch, expected_seq=len(self.model.get(stream, [])))
+        self.model.setdefault(stream, []).extend(e.id for e in batch)
+        self.log.extend(e.id for e in batch)
+        return out
+
+    @rule(target=streams, name=st.sampled_from(["s1", "s2", "s3"]), n=st.integers(1, 3))
+    def new_stream(self, name: str, n: int) -> str:
+        if name in self.model:
+            with pytest.raises(el.ConcurrencyError):
+                self.store.append(name, text_events(1), expected_seq=el.NO_STREAM)
+        else:
+            self._append(name, n)
+        return name
+
+    @rule(stream=streams, n=st.integers(1, 4))
+    def append(self, stream: str, n: int) -> None:
+        self._append(stream, n)
+
+    @rule(stream=streams, wrong=st.integers(1, 5))
+    def stale_append(self, stream: str, wrong: int) -> None:
+        expected = len(self.model[stream]) + wrong
+        with pytest.raises(el.ConcurrencyError):
+            self.store.append(stream, text_events(1), expected_seq=expected)
+
+    @rule(target=streams, source=streams, data=st.data())
+    def fork(self, source: str, data: st.DataObject) -> str:
+        name = f"f{self.counter}"
+        self.counter += 1
+        at = data.draw(st.integers(1, len(self.model[source])))
+        self.store.fork(source, name, at)
+        self.model[name] = self.model[source][:at]
+        return name
+
+    @precondition(lambda self: bool(self.model))
+    @rule(stream=streams, data=st.data())
+    def read_range(self, stream: str, data: st.DataObject) -> None:
+        ids = self.model[stream]
+        first = data.draw(st.integers(1, len(ids) + 1))
+        last = data.draw(st.integers(first - 1, len(ids) + 1))
+        got = [e.id for e in self.store.read(stream, first, last)]
+        assert got == ids[first - 1 : last]
+        back = [e.id for e in self.store.read(stream, first, last, backwards=True)]
+        assert back == ids[first - 1 : last][::-1]
+
+    @rule(stream=streams, n=st.integers(1, 5))
+    def read_last(self, stream: str, n: int) -> None:
+        assert [e.id for e in self.store.read_last(stream, n)] == self.model[stream][-n:]
+
+    @invariant()
+    def whole_store_matches(self) -> None:
+        assert [e.id for e in self.store.read_all()] == self.log
+        infos = {i.stream: i.last_seq for i in self.store.streams()}
+        assert infos == {s: len(ids) for s, ids in self.model.items()}
+
+    def teardown(self) -> None:
+        assert self.store.verify().ok
+        self.store.close()
+
+
+class DurableContract(BackendContract):
+    """Extra behaviour of backends whose data outlives the process."""
+
+    def test_reopen_after_close(self, fresh_url: FreshURL) -> None:
+        url = fresh_url()
+        with el.open(url) as store:
+            store.append("p", text_events(3, "p"))
+            store.fork("p", "f", 2)
+            store.append("f", text_events(1, "f"))
+            store.backend.put_blob("dict", b"blob")
+            store.backend.save_snapshot("p", "state", 1, 3, b"snap")
+            head = store.head_position()
+        with el.open(url) as store:
+            assert texts_of(store.read("p")) == ["p0", "p1", "p2"]
+            assert texts_of(store.read("f")) == ["p0", "p1", "f0"]
+            assert store.head_position() == head
+            assert store.backend.get_blob("dict") == b"blob"
+            assert store.backend.load_snapshot("p", "state", 1, None) == (3, b"snap")
+            store.append("p", text_events(1, "again"), expected_seq=3)
+            assert store.verify().ok
+
+    def test_two_store_objects_see_each_other(self, fresh_url: FreshURL) -> None:
+        url = fresh_url()
+        with el.open(url) as a, el.open(url) as b:
+            a.append("s", text_events(2))
+            assert texts_of(b.read("s")) == ["m0", "m1"]
+            b.append("s", text_events(1, "b"), expected_seq=2)
+            with pytest.raises(el.ConcurrencyError):
+                a.append("s", text_events(1, "stale"), expected_seq=2)
+            a.append("s", text_events(1, "a"), expected_seq=3)
+            assert [e.seq for e in b.read("s")] == [1, 2, 3, 4]
+            sub = b.subscribe()
+            assert len(sub.poll()) == 4
+
+    @pytest.mark.slow
+    def test_crash_harness(self, fresh_url: FreshURL) -> None:
+        from tests.crash import run_crash_rounds
+
+        run_crash_rounds(fresh_url(), rounds=4)
