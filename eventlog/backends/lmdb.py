@@ -1,0 +1,631 @@
+r"""LMDB backend: the fastest local engine, one memory-mapped B+tree file shared by processes.
+
+Layout (named sub-databases of one environment directory):
+
+- ``events``: stream key + 8-byte big-endian seq -> the record as a MessagePack array, so one
+  stream's records are one contiguous, seq-ordered key range;
+- ``positions``: 8-byte big-endian position -> event key (commit order, appended only);
+- ``ids``: event id -> event key (idempotent retries, uniqueness of ids);
+- ``streams``: stream key -> (name, last seq, last ts);
+- ``forks``: stream key -> (name, parent, at_seq, ts);
+- ``blobs`` and ``snapshots``: store-level values and projection snapshots;
+- ``meta``: the layout version.
+
+A stream key is the UTF-8 name with NUL escaped (``00`` -> ``00 ff``) and a terminator
+(``00 01``), so no stream's keys are a prefix of another's ("a" vs "a\x00b") and byte order is
+name order. Names too long for LMDB's 511-byte keys keep a 200-byte prefix and end with
+``00 02`` + a 16-byte BLAKE2b digest of the whole name.
+
+Durability (see docs/backends/lmdb.md): the environment is opened with ``sync=True,
+metasync=False``: every commit flushes its data pages before writing the meta page; the meta
+page of level ``fsync`` commits is flushed too (``env.sync``) before append returns.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import lmdb
+import msgspec
+
+from eventlog.backends.base import (
+    Backend,
+    Conflict,
+    Durability,
+    ForkInfo,
+    Record,
+    StreamInfo,
+)
+from eventlog.errors import (
+    BackendUnavailableError,
+    CorruptionError,
+    SchemaVersionError,
+    StoreClosedError,
+    UsageError,
+)
+
+LAYOUT_VERSION = 1
+DEFAULT_MAP_SIZE = 256 * 1024 * 1024
+"""Initial map size; the map doubles whenever it is full."""
+_MAX_NAME_KEY = 400
+_U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
+_SEQ_MAX = _U64.pack(2**64 - 1)
+_DBS = ("events", "positions", "ids", "streams", "forks", "blobs", "snapshots", "meta")
+
+T = TypeVar("T")
+Txn = Any
+"""A py-lmdb transaction. Its stubs type values as ``bytes | memoryview`` (buffers mode); this
+backend never opens transactions with ``buffers=True``, so every key and value is ``bytes``."""
+
+_RowT = tuple[str, int, int, str, int, bytes, bytes, str | None, str | None, bytes, int, int]
+"""A stored event: id, seq, ts, type, version, data, meta, causation, correlation, hash, codec,
+position (Record's field order without the stream, which the key gives)."""
+_encode = msgspec.msgpack.Encoder().encode
+_decode_row = msgspec.msgpack.Decoder(_RowT).decode
+_decode_stream = msgspec.msgpack.Decoder(tuple[str, int, int]).decode
+_decode_fork = msgspec.msgpack.Decoder(tuple[str, str, int, int]).decode
+
+
+def key_part(raw: bytes) -> bytes:
+    """A prefix-free, order-preserving encoding of a name, at most 420 bytes."""
+    escaped = raw.replace(b"\x00", b"\x00\xff")
+    if len(escaped) <= _MAX_NAME_KEY:
+        return escaped + b"\x00\x01"
+    head = raw[: _MAX_NAME_KEY // 2].replace(b"\x00", b"\x00\xff")
+    return head + b"\x00\x02" + hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def stream_key(stream: str) -> bytes:
+    """The key prefix of a stream's records in the ``events`` sub-database."""
+    return key_part(stream.encode())
+
+
+def event_key(stream: str, seq: int) -> bytes:
+    """The ``events`` key of one record."""
+    return key_part(stream.encode()) + _U64.pack(seq)
+
+
+def pack_row(rec: Record, position: int) -> bytes:
+    """The stored value of a record (for this module and for tests that tamper with data)."""
+    return _encode(
+        (
+            rec.id,
+            rec.seq,
+            rec.ts,
+            rec.type,
+            rec.version,
+            rec.data,
+            rec.meta,
+            rec.causation_id,
+            rec.correlation_id,
+            rec.hash,
+            rec.codec,
+            position,
+        )
+    )
+
+
+def unpack_row(stream: str, value: bytes) -> Record:
+    """A record from its stored value; msgspec.DecodeError if it is damaged."""
+    row = _decode_row(value)
+    return Record(row[0], stream, *row[1:])
+
+
+class _Gate:
+    """Many transactions at once, or one map resize alone.
+
+    LMDB's ``mdb_env_set_mapsize`` requires that no transaction of this process is open and
+    does not check it; every transaction passes this gate, and a resize waits until none is.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._active = 0
+        self._exclusive = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            if not self._active and self._exclusive:
+                self._cond.notify_all()
+
+    def alone(self, fn: Callable[[], None]) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._exclusive = True
+            while self._active:
+                self._cond.wait()
+        try:
+            fn()
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class LMDBBackend(Backend):
+    """Records in one LMDB environment (a directory with data.mdb and lock.mdb)."""
+
+    format = "msgpack"
+    durable = True
+
+    def __init__(
+        self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, max_readers: int = 256
+    ) -> None:
+        self.location = path
+        self._gate = _Gate()
+        self._closed = False
+        self._names: dict[bytes, str] = {}
+        try:
+            os.makedirs(path, exist_ok=True)
+            self._env = lmdb.open(
+                path,
+                map_size=map_size,
+                max_dbs=len(_DBS),
+                max_readers=max_readers,
+                max_spare_txns=16,
+                sync=True,
+                metasync=False,
+                readahead=False,
+                meminit=False,
+            )
+        except OSError as exc:
+            raise BackendUnavailableError(f"cannot open LMDB store {path}: {exc}") from exc
+        except lmdb.Error as exc:
+            raise _translate(exc, path) from exc
+        try:
+            # Readers of processes killed mid-transaction hold pages until their slot is freed.
+            self._env.reader_check()
+            self._dbs = self._run(self._open_dbs, write=True, sync=True)
+            self._events, self._positions, self._ids, self._streams = self._dbs[:4]
+            self._forks, self._blobs, self._snapshots, self._meta = self._dbs[4:]
+        except BaseException:
+            self._env.close()
+            raise
+
+    def _open_dbs(self, txn: Txn) -> list[Any]:
+        dbs = [self._env.open_db(name.encode(), txn=txn, create=True) for name in _DBS]
+        meta = dbs[-1]
+        stored = txn.get(b"layout", db=meta)
+        if stored is None:
+            txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
+        elif int(stored) > LAYOUT_VERSION:
+            raise SchemaVersionError(
+                f"LMDB layout version {int(stored)} is newer than this eventlog's {LAYOUT_VERSION}",
+                location=self.location,
+            )
+        return dbs
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _run(self, fn: Callable[[Txn], T], *, write: bool = False, sync: bool = False) -> T:
+        """Run fn in a transaction; grow the map when full, adopt another process's growth."""
+        while True:
+            self._gate.enter()
+            try:
+                if self._closed:
+                    raise StoreClosedError(f"LMDB store {self.location} is closed")
+                txn = self._env.begin(write=write)
+                try:
+                    result = fn(txn)
+                except BaseException:
+                    txn.abort()
+                    raise
+                if write:
+                    txn.commit()
+                    if sync:
+                        self._env.sync(True)
+                else:
+                    txn.abort()
+                return result
+            except lmdb.MapFullError:
+                grow_from: int | None = self._env.info()["map_size"]
+            except lmdb.MapResizedError:
+                grow_from = None
+            except lmdb.Error as exc:
+                raise _translate(exc, self.location) from exc
+            finally:
+                self._gate.leave()
+            self._gate.alone(functools.partial(self._grow, grow_from))
+
+    def _grow(self, seen: int | None) -> None:
+        if seen is None:  # another process grew the map: adopt its size
+            self._env.set_mapsize(0)
+            return
+        current = self._env.info()["map_size"]
+        if current == seen:  # another thread may have grown it already
+            self._env.set_mapsize(current * 2)
+
+    @property
+    def map_size(self) -> int:
+        """The current map size in bytes (grows by doubling when full)."""
+        size: int = self._env.info()["map_size"]
+        return size
+
+    @property
+    def env(self) -> lmdb.Environment:
+        """The underlying LMDB environment (for tooling and tests; do not resize it)."""
+        return self._env
+
+    def _name(self, txn: Txn, skey: bytes) -> str:
+        name = self._names.get(skey)
+        if name is None:
+            value = txn.get(skey, db=self._streams)
+            if value is None:
+                raise CorruptionError(
+                    f"record key {skey!r} has no stream entry", location=self.location
+                )
+            name = _decode_stream(value)[0]
+            self._names[skey] = name
+        return name
+
+    def _row(self, stream: str, key: bytes, value: bytes) -> Record:
+        try:
+            return unpack_row(stream, value)
+        except msgspec.MsgspecError as exc:
+            raise CorruptionError(
+                f"stored record does not decode: {exc}",
+                stream=stream,
+                seq=_U64.unpack(key[-8:])[0],
+                location=self.location,
+            ) from exc
+
+    # -- append ----------------------------------------------------------------------------
+
+    def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
+        """Insert the records in one write transaction; positions follow the position index."""
+        if not records:
+            return []
+        stream = records[0].stream
+        skey = stream_key(stream)
+
+        def write(txn: Txn) -> list[int]:
+            first = records[0].seq
+            info = txn.get(skey, db=self._streams)
+            if info is not None and _decode_stream(info)[1] >= first:
+                raise Conflict("seq", f"{stream!r} seq {first}")
+            if first == 1 and txn.get(skey, db=self._forks) is not None:
+                raise Conflict("seq", f"{stream!r} is a fork")
+            cur = txn.cursor(db=self._positions)
+            head = _U64.unpack(cur.key())[0] if cur.last() else 0
+            keys = [skey + _U64.pack(r.seq) for r in records]
+            positions = list(range(head + 1, head + 1 + len(records)))
+            ids = [(r.id.encode(), k) for r, k in zip(records, keys, strict=True)]
+            if txn.cursor(db=self._ids).putmulti(ids, overwrite=False)[1] != len(ids):
+                raise Conflict("id")
+            rows = [(k, pack_row(r, p)) for r, k, p in zip(records, keys, positions, strict=True)]
+            if txn.cursor(db=self._events).putmulti(rows, overwrite=False)[1] != len(rows):
+                raise Conflict("seq", f"{stream!r}")
+            cur.putmulti(
+                [(_U64.pack(p), k) for p, k in zip(positions, keys, strict=True)], append=True
+            )
+            last = records[-1]
+            txn.put(skey, _encode((stream, last.seq, last.ts)), db=self._streams)
+            return positions
+
+        positions = self._run(write, write=True, sync=durability == Durability.FSYNC)
+        self._names[skey] = stream
+        return positions
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def read(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """A cursor walk over the stream's key range."""
+        if limit == 0 or (last is not None and last < first):
+            return []
+        skey = stream_key(stream)
+        lo = skey + _U64.pack(max(first, 0))
+        hi = skey + (_SEQ_MAX if last is None else _U64.pack(last))
+
+        def scan(txn: Txn) -> list[Record]:
+            cur = txn.cursor(db=self._events)
+            if backwards:
+                return self._backward(stream, cur, lo, hi, limit)
+            return self._forward(stream, cur, lo, hi, limit)
+
+        return self._run(scan)
+
+    def _forward(
+        self, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
+    ) -> list[Record]:
+        out: list[Record] = []
+        if not cur.set_range(lo):
+            return out
+        row = self._row
+        for k, v in cur.iternext():
+            if k > hi:
+                break
+            out.append(row(stream, k, v))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def _backward(
+        self, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
+    ) -> list[Record]:
+        out: list[Record] = []
+        if cur.set_range(hi):
+            if cur.key() != hi and not cur.prev():
+                return out
+        elif not cur.last():
+            return out
+        row = self._row
+        for k, v in cur.iterprev():
+            if k < lo:
+                break
+            out.append(row(stream, k, v))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def read_all(self, after: int, limit: int) -> list[Record]:
+        """Walk the position index and fetch each record."""
+        if limit <= 0:
+            return []
+
+        def scan(txn: Txn) -> list[Record]:
+            out: list[Record] = []
+            cur = txn.cursor(db=self._positions)
+            if not cur.set_range(_U64.pack(max(after, 0) + 1)):
+                return out
+            get = txn.get
+            events = self._events
+            for _, ekey in cur.iternext():
+                value = get(ekey, db=events)
+                name = self._name(txn, ekey[:-8])
+                if value is None:
+                    raise CorruptionError(
+                        "position index points to a missing record",
+                        stream=name,
+                        seq=_U64.unpack(ekey[-8:])[0],
+                        location=self.location,
+                    )
+                out.append(self._row(name, ekey, value))
+                if len(out) >= limit:
+                    break
+            return out
+
+        return self._run(scan)
+
+    def last(self, stream: str) -> Record | None:
+        """The record before the end of the stream's key range."""
+        skey = stream_key(stream)
+
+        def find(txn: Txn) -> Record | None:
+            cur = txn.cursor(db=self._events)
+            found = cur.prev() if cur.set_range(skey + _SEQ_MAX) else cur.last()
+            if not found:
+                return None
+            key = cur.key()
+            if len(key) != len(skey) + 8 or not key.startswith(skey):
+                return None
+            return self._row(stream, key, cur.value())
+
+        return self._run(find)
+
+    def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
+        """Look each id up in the id index, then its record."""
+
+        def find(txn: Txn) -> dict[str, Record]:
+            out: dict[str, Record] = {}
+            for event_id in ids:
+                ekey = txn.get(event_id.encode(), db=self._ids)
+                if ekey is None:
+                    continue
+                name = self._name(txn, ekey[:-8])
+                value = txn.get(ekey, db=self._events)
+                if value is None:
+                    raise CorruptionError(
+                        f"id index points to a missing record for event {event_id}",
+                        stream=name,
+                        seq=_U64.unpack(ekey[-8:])[0],
+                        location=self.location,
+                    )
+                out[event_id] = self._row(name, ekey, value)
+            return out
+
+        return self._run(find)
+
+    # -- streams and forks -----------------------------------------------------------------
+
+    def create_fork(self, fork: ForkInfo) -> None:
+        """Add a fork entry unless the stream has records or one already."""
+        skey = stream_key(fork.stream)
+
+        def write(txn: Txn) -> None:
+            if (
+                txn.get(skey, db=self._streams) is not None
+                or txn.get(skey, db=self._forks) is not None
+            ):
+                raise Conflict("fork", fork.stream)
+            value = _encode((fork.stream, fork.parent, fork.at_seq, fork.ts))
+            txn.put(skey, value, db=self._forks)
+
+        self._run(write, write=True, sync=True)
+
+    def get_fork(self, stream: str) -> ForkInfo | None:
+        """The fork entry, if any."""
+        value = self._run(lambda txn: txn.get(stream_key(stream), db=self._forks))
+        return None if value is None else ForkInfo(*_decode_fork(value))
+
+    def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
+        """Fork entries sorted by stream name."""
+        forks = [ForkInfo(*_decode_fork(v)) for v in self._values(self._forks)]
+        forks.sort(key=lambda f: f.stream)
+        return [f for f in forks if parent is None or f.parent == parent]
+
+    def _values(self, db: Any) -> list[bytes]:
+        def scan(txn: Txn) -> list[bytes]:
+            return [v for _, v in txn.cursor(db=db).iternext()]
+
+        return self._run(scan)
+
+    def list_streams(self) -> list[StreamInfo]:
+        """Streams with own records or fork entries, sorted by name."""
+
+        def scan(txn: Txn) -> tuple[list[bytes], list[bytes]]:
+            own = [v for _, v in txn.cursor(db=self._streams).iternext()]
+            forks = [v for _, v in txn.cursor(db=self._forks).iternext()]
+            return own, forks
+
+        own_values, fork_values = self._run(scan)
+        own = {t[0]: t for t in map(_decode_stream, own_values)}
+        forks = {f.stream: f for f in (ForkInfo(*_decode_fork(v)) for v in fork_values)}
+        out = []
+        for name in sorted(own.keys() | forks.keys()):
+            mine = own.get(name)
+            fork = forks.get(name)
+            last_seq = mine[1] if mine else fork.at_seq if fork else 0
+            last_ts = mine[2] if mine else fork.ts if fork else 0
+            out.append(
+                StreamInfo(
+                    name,
+                    last_seq,
+                    last_ts,
+                    fork.parent if fork else None,
+                    fork.at_seq if fork else 0,
+                )
+            )
+        return out
+
+    def head_position(self) -> int:
+        """The last key of the position index."""
+
+        def find(txn: Txn) -> int:
+            cur = txn.cursor(db=self._positions)
+            return _U64.unpack(cur.key())[0] if cur.last() else 0
+
+        return self._run(find)
+
+    # -- blobs and snapshots ---------------------------------------------------------------
+
+    def get_blob(self, key: str) -> bytes | None:
+        """A store-level value."""
+        bkey = _blob_key(key)
+        value: bytes | None = self._run(lambda txn: txn.get(bkey, db=self._blobs))
+        return value
+
+    def put_blob(self, key: str, value: bytes) -> None:
+        """Set a store-level value, synced to disk."""
+        bkey, data = _blob_key(key), bytes(value)
+        self._run(lambda txn: txn.put(bkey, data, db=self._blobs), write=True, sync=True)
+
+    def _snapshot_prefix(self, stream: str, name: str, version: int) -> bytes:
+        return stream_key(stream) + key_part(name.encode()) + _I64.pack(version)
+
+    def save_snapshot(self, stream: str, name: str, version: int, seq: int, data: bytes) -> None:
+        """Keep a snapshot under (stream, name, version, seq)."""
+        key = self._snapshot_prefix(stream, name, version) + _U64.pack(seq)
+        value = bytes(data)
+        self._run(lambda txn: txn.put(key, value, db=self._snapshots), write=True)
+
+    def load_snapshot(
+        self, stream: str, name: str, version: int, max_seq: int | None
+    ) -> tuple[int, bytes] | None:
+        """The snapshot with the highest seq <= max_seq."""
+        prefix = self._snapshot_prefix(stream, name, version)
+        if max_seq is not None and max_seq < 0:
+            return None
+        bound = prefix + (_SEQ_MAX if max_seq is None else _U64.pack(max_seq))
+
+        def find(txn: Txn) -> tuple[int, bytes] | None:
+            cur = txn.cursor(db=self._snapshots)
+            found = (cur.key() == bound or cur.prev()) if cur.set_range(bound) else cur.last()
+            if not found:
+                return None
+            key = cur.key()
+            if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+                return None
+            return _U64.unpack(key[-8:])[0], bytes(cur.value())
+
+        return self._run(find)
+
+    def delete_snapshot(self, stream: str, name: str, version: int, seq: int) -> None:
+        """Drop one snapshot."""
+        key = self._snapshot_prefix(stream, name, version) + _U64.pack(seq)
+        self._run(lambda txn: txn.delete(key, db=self._snapshots), write=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Flush everything committed so far to stable storage."""
+        self._run(lambda txn: None)
+        self._env.sync(True)
+
+    def close(self) -> None:
+        """Close the environment once no transaction of this process is open."""
+        if self._closed:
+            return
+
+        def shut() -> None:
+            self._closed = True
+            self._env.close()
+
+        self._gate.alone(shut)
+
+    @classmethod
+    def from_url(cls, url: str, path: str, options: dict[str, str]) -> LMDBBackend:
+        """`lmdb:///dir` with options `map_size` (initial bytes) and `max_readers`."""
+        if not path:
+            raise UsageError(f"{url!r} names no directory (use lmdb:///path/to/dir)")
+        opts = dict(options)
+        kwargs: dict[str, int] = {}
+        for name in ("map_size", "max_readers"):
+            if name in opts:
+                raw = opts.pop(name)
+                try:
+                    kwargs[name] = int(raw)
+                except ValueError:
+                    raise UsageError(f"option {name} must be an integer, got {raw!r}") from None
+                if kwargs[name] < 1:
+                    raise UsageError(f"option {name} must be positive, got {raw!r}")
+        if opts:
+            raise UsageError(f"unknown option(s) for lmdb://: {', '.join(sorted(opts))}")
+        return cls(path, **kwargs)
+
+
+def _blob_key(key: str) -> bytes:
+    raw = key.encode()
+    if not raw or len(raw) > _MAX_NAME_KEY:
+        raise UsageError(f"blob key must be 1-{_MAX_NAME_KEY} bytes, got {len(raw)}")
+    return raw
+
+
+_CORRUPT = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.InvalidError,
+    lmdb.VersionMismatchError,
+    lmdb.BadValsizeError,
+    lmdb.PageFullError,
+    lmdb.IncompatibleError,
+)
+
+
+def _translate(exc: lmdb.Error, location: str) -> Exception:
+    """The one place LMDB's errors become eventlog's."""
+    if isinstance(exc, _CORRUPT):
+        return CorruptionError(f"LMDB reports damage: {exc}", location=location)
+    return BackendUnavailableError(f"LMDB store {location}: {exc}")
