@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 from eventlog.backends.base import Record
+from eventlog.compression import Compression
 from eventlog.errors import CorruptionError, SchemaVersionError, ValidationError
 from eventlog.events import (
     Event,
@@ -91,9 +92,17 @@ class Encoded(msgspec.Struct, frozen=True):
 class Codec:
     """Encodes events for one store format, and decodes records back to events."""
 
-    def __init__(self, fmt: Format, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES):
+    def __init__(
+        self,
+        fmt: Format,
+        *,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        compression: Compression | None = None,
+    ):
         self.format: Format = fmt
         self.max_event_bytes = max_event_bytes
+        self.compression = Compression() if compression is None else compression
+        """Packs payloads for storage (see eventlog.compression)."""
         if fmt == "msgpack":
             self._encode: Callable[[Any], bytes] = msgspec.msgpack.Encoder().encode
             self._untyped: Callable[[bytes], Any] = msgspec.msgpack.Decoder().decode
@@ -185,18 +194,13 @@ class Codec:
 
     def pack(self, plain: bytes) -> tuple[bytes, int]:
         """Compress a payload for storage; returns (stored bytes, codec id)."""
-        return plain, 0
+        return self.compression.pack(plain)
 
     def unpack(self, rec: Record, location: str = "") -> bytes:
         """The plain payload bytes of a record."""
         if rec.codec == 0:
             return rec.data
-        raise CorruptionError(
-            f"unknown payload codec {rec.codec}",
-            stream=rec.stream,
-            seq=rec.seq,
-            location=location or None,
-        )
+        return self.compression.unpack(rec, location)
 
     # -- decoding --------------------------------------------------------------------------
 

@@ -24,7 +24,16 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 """URL scheme -> (backend class, extra to install)."""
 
-_STORE_OPTIONS = {"durability", "max_event_bytes", "poll_interval"}
+_STORE_OPTIONS = {
+    "durability",
+    "max_event_bytes",
+    "poll_interval",
+    "compression",
+    "compress_min_bytes",
+    "zstd_level",
+}
+_TEXT_OPTIONS = {"durability", "compression"}
+_INT_OPTIONS = {"max_event_bytes", "compress_min_bytes", "zstd_level"}
 
 
 class _FromURL(Protocol):
@@ -60,9 +69,9 @@ def _split(url: str) -> tuple[str, str, dict[str, str], dict[str, Any]]:
     for key in list(query):
         if key in _STORE_OPTIONS:
             value = query.pop(key)
-            store_opts[key] = value if key == "durability" else float(value)
-    if "max_event_bytes" in store_opts:
-        store_opts["max_event_bytes"] = int(store_opts["max_event_bytes"])
+            store_opts[key] = value if key in _TEXT_OPTIONS else float(value)
+    for key in _INT_OPTIONS & store_opts.keys():
+        store_opts[key] = int(store_opts[key])
     path = parts.netloc + parts.path
     return scheme, path, query, store_opts
 
@@ -81,6 +90,9 @@ def open(url: str = "memory://", **options: Any) -> Store:
     except (ValueError, TypeError) as exc:
         backend.close()
         raise UsageError(f"bad store option in {url!r}: {exc}") from exc
+    except BaseException:
+        backend.close()
+        raise
 
 
 def open_async(url: str = "memory://", **options: Any) -> AsyncStore:

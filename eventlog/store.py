@@ -24,6 +24,7 @@ from eventlog.backends.base import (
     StreamInfo,
 )
 from eventlog.codec import GENESIS, Codec, Encoded, chain_hash, validate_stream_name
+from eventlog.compression import Compression
 from eventlog.errors import (
     ConcurrencyError,
     CorruptionError,
@@ -85,12 +86,18 @@ class Store:
         durability: Durability | str = Durability.FSYNC,
         max_event_bytes: int | None = None,
         poll_interval: float = 0.05,
+        compression: str = "none",
+        compress_min_bytes: int | None = None,
+        zstd_level: int | None = None,
     ) -> None:
         self._backend = backend
+        packer = Compression(
+            compression, min_bytes=compress_min_bytes, level=zstd_level, blobs=backend.get_blob
+        )
         self._codec = (
-            Codec(backend.format)
+            Codec(backend.format, compression=packer)
             if max_event_bytes is None
-            else Codec(backend.format, max_event_bytes=max_event_bytes)
+            else Codec(backend.format, max_event_bytes=max_event_bytes, compression=packer)
         )
         self.durability = Durability(durability)
         self.poll_interval = poll_interval

@@ -157,6 +157,84 @@ class _Gate:
                 self._cond.notify_all()
 
 
+class _Shared:
+    """One open environment of this process, shared by every backend object on its path.
+
+    LMDB forbids opening one environment twice in a process (closing the second handle would
+    drop the first one's file locks), so backends on the same directory share this object.
+    """
+
+    def __init__(self, path: str, map_size: int, max_readers: int) -> None:
+        self.path = path
+        self.refs = 0
+        self.gate = _Gate()
+        self.names: dict[bytes, str] = {}
+        self.env = lmdb.open(
+            path,
+            map_size=map_size,
+            max_dbs=len(_DBS),
+            max_readers=max_readers,
+            max_spare_txns=16,
+            sync=True,
+            metasync=False,
+            readahead=False,
+            meminit=False,
+        )
+        try:
+            # Readers of processes killed mid-transaction hold pages until their slot is freed.
+            self.env.reader_check()
+            with self.env.begin(write=True) as txn:
+                self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
+                meta = self.dbs[-1]
+                stored = txn.get(b"layout", db=meta)
+                if stored is None:
+                    txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
+            self.env.sync(True)
+        except BaseException:
+            self.env.close()
+            raise
+        if stored is not None and int(stored) > LAYOUT_VERSION:
+            self.env.close()
+            raise SchemaVersionError(
+                f"LMDB layout version {int(stored)} is newer than this eventlog's {LAYOUT_VERSION}",
+                location=path,
+            )
+
+
+_OPEN: dict[tuple[int, str], _Shared] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
+    # A forked child must not use its parent's handle: key by pid.
+    key = (os.getpid(), os.path.realpath(path))
+    with _OPEN_LOCK:
+        shared = _OPEN.get(key)
+        if shared is None:
+            try:
+                os.makedirs(path, exist_ok=True)
+                shared = _Shared(path, map_size, max_readers)
+            except OSError as exc:
+                raise BackendUnavailableError(f"cannot open LMDB store {path}: {exc}") from exc
+            except lmdb.Error as exc:
+                raise _translate(exc, path) from exc
+            _OPEN[key] = shared
+        shared.refs += 1
+        return shared
+
+
+def _release(shared: _Shared) -> None:
+    with _OPEN_LOCK:
+        shared.refs -= 1
+        if shared.refs:
+            return
+        for key, value in list(_OPEN.items()):
+            if value is shared:
+                del _OPEN[key]
+        # Under the registry lock, so no new handle opens this path before this one is closed.
+        shared.gate.alone(shared.env.close)
+
+
 class LMDBBackend(Backend):
     """Records in one LMDB environment (a directory with data.mdb and lock.mdb)."""
 
@@ -167,48 +245,13 @@ class LMDBBackend(Backend):
         self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, max_readers: int = 256
     ) -> None:
         self.location = path
-        self._gate = _Gate()
         self._closed = False
-        self._names: dict[bytes, str] = {}
-        try:
-            os.makedirs(path, exist_ok=True)
-            self._env = lmdb.open(
-                path,
-                map_size=map_size,
-                max_dbs=len(_DBS),
-                max_readers=max_readers,
-                max_spare_txns=16,
-                sync=True,
-                metasync=False,
-                readahead=False,
-                meminit=False,
-            )
-        except OSError as exc:
-            raise BackendUnavailableError(f"cannot open LMDB store {path}: {exc}") from exc
-        except lmdb.Error as exc:
-            raise _translate(exc, path) from exc
-        try:
-            # Readers of processes killed mid-transaction hold pages until their slot is freed.
-            self._env.reader_check()
-            self._dbs = self._run(self._open_dbs, write=True, sync=True)
-            self._events, self._positions, self._ids, self._streams = self._dbs[:4]
-            self._forks, self._blobs, self._snapshots, self._meta = self._dbs[4:]
-        except BaseException:
-            self._env.close()
-            raise
-
-    def _open_dbs(self, txn: Txn) -> list[Any]:
-        dbs = [self._env.open_db(name.encode(), txn=txn, create=True) for name in _DBS]
-        meta = dbs[-1]
-        stored = txn.get(b"layout", db=meta)
-        if stored is None:
-            txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
-        elif int(stored) > LAYOUT_VERSION:
-            raise SchemaVersionError(
-                f"LMDB layout version {int(stored)} is newer than this eventlog's {LAYOUT_VERSION}",
-                location=self.location,
-            )
-        return dbs
+        self._shared = _acquire(path, map_size, max_readers)
+        self._env = self._shared.env
+        self._gate = self._shared.gate
+        self._names = self._shared.names
+        self._events, self._positions, self._ids, self._streams = self._shared.dbs[:4]
+        self._forks, self._blobs, self._snapshots, self._meta = self._shared.dbs[4:]
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -575,15 +618,12 @@ class LMDBBackend(Backend):
         self._env.sync(True)
 
     def close(self) -> None:
-        """Close the environment once no transaction of this process is open."""
-        if self._closed:
-            return
-
-        def shut() -> None:
+        """Release this handle; the environment closes with the process's last handle."""
+        with _OPEN_LOCK:
+            if self._closed:
+                return
             self._closed = True
-            self._env.close()
-
-        self._gate.alone(shut)
+        _release(self._shared)
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> LMDBBackend:

@@ -1,0 +1,275 @@
+"""Payload compression for every backend: zstd above a size threshold, optionally with a dictionary.
+
+A dictionary trained on the store's own events (`train_dictionary`) makes small events compress too.
+
+Each record says how its payload is packed (`Record.codec`, persisted, frozen):
+
+- ``0`` plain: the encoded payload as is;
+- ``1`` zstd: one zstd frame;
+- ``2`` zstd with a dictionary: 4-byte big-endian dictionary id, then one zstd frame made with
+  that dictionary. The dictionary is a store blob named ``zstd-dict/<id>``.
+
+The hash chain covers the plain bytes, so compression never changes an event's hash, and a store
+holding records of all three kinds (settings changed between runs) reads back correctly.
+``zstandard`` is an optional dependency (``agent-eventlog[zstd]``), imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import struct
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
+from eventlog.backends.base import Record
+from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
+
+if TYPE_CHECKING:
+    from eventlog.store import Store
+
+PLAIN = 0
+ZSTD = 1
+ZSTD_DICT = 2
+DEFAULT_MIN_BYTES = 512
+"""Without a dictionary, payloads shorter than this are stored plain."""
+DICT_MIN_BYTES = 32
+"""With a dictionary, payloads shorter than this are stored plain."""
+DEFAULT_LEVEL = 3
+DEFAULT_DICT_SIZE = 16 * 1024
+MAX_PLAIN_BYTES = 256 * 1024 * 1024
+"""A frame claiming a larger payload is treated as damaged (no huge allocation)."""
+ACTIVE_DICT_BLOB = "zstd-dict/active"
+"""Blob naming (in ASCII digits) the dictionary new appends use."""
+
+Mode = Literal["none", "zstd"]
+BlobGetter = Callable[[str], bytes | None]
+_DICT_ID = struct.Struct(">I")
+
+
+def dict_blob_key(dict_id: int) -> str:
+    """The blob key of one dictionary."""
+    return f"zstd-dict/{dict_id}"
+
+
+def zstd_module() -> ModuleType:
+    """The `zstandard` module, or BackendUnavailableError with an install hint."""
+    try:
+        return importlib.import_module("zstandard")
+    except ModuleNotFoundError as exc:
+        raise BackendUnavailableError(
+            "zstd compression needs the zstandard package, which is not installed "
+            "(pip install 'agent-eventlog[zstd]')"
+        ) from exc
+
+
+class Compression:
+    """Packs payloads for storage and unpacks them, for one store.
+
+    `mode` "none" stores new payloads plain (but still reads compressed records); "zstd"
+    compresses payloads of at least `min_bytes` (0: every payload, even when that does not save
+    bytes), or of at least `DICT_MIN_BYTES` once a dictionary is active. A compressed payload that
+    is not smaller than the plain one is stored plain.
+    """
+
+    def __init__(
+        self,
+        mode: str = "none",
+        *,
+        min_bytes: int | None = None,
+        level: int | None = None,
+        blobs: BlobGetter | None = None,
+    ) -> None:
+        if mode not in ("none", "zstd"):
+            raise ValueError(f"compression must be 'none' or 'zstd', got {mode!r}")
+        self.mode: Mode = "zstd" if mode == "zstd" else "none"
+        self.min_bytes = DEFAULT_MIN_BYTES if min_bytes is None else int(min_bytes)
+        if self.min_bytes < 0:
+            raise ValueError(f"compress_min_bytes must be >= 0, got {min_bytes}")
+        self.level = DEFAULT_LEVEL if level is None else int(level)
+        self._blobs = blobs
+        self._zstd: Any = None
+        self._dicts: dict[int, Any] = {}
+        self._local = threading.local()
+        self.dict_id: int | None = None
+        """The dictionary new payloads are compressed with, if any."""
+        if self.mode == "zstd":
+            self._zstd = zstd_module()
+            if not -7 <= self.level <= self._zstd.MAX_COMPRESSION_LEVEL:
+                raise ValueError(
+                    f"zstd_level must be between -7 and {self._zstd.MAX_COMPRESSION_LEVEL}, "
+                    f"got {self.level}"
+                )
+            active = blobs(ACTIVE_DICT_BLOB) if blobs is not None else None
+            if active:
+                self.use_dictionary(int(active))
+
+    # -- packing ---------------------------------------------------------------------------
+
+    def use_dictionary(self, dict_id: int | None) -> None:
+        """Compress new payloads with this stored dictionary (None: without a dictionary)."""
+        if dict_id is not None and self._dictionary(dict_id) is None:
+            raise UsageError(
+                f"zstd dictionary {dict_id} is not stored (blob {dict_blob_key(dict_id)})"
+            )
+        self.dict_id = dict_id
+
+    def pack(self, plain: bytes) -> tuple[bytes, int]:
+        """(stored bytes, codec id) for a plain payload."""
+        if self.mode == "none":
+            return plain, PLAIN
+        size = len(plain)
+        dict_id = self.dict_id
+        if dict_id is not None and size >= min(DICT_MIN_BYTES, self.min_bytes):
+            packed = _DICT_ID.pack(dict_id) + self._compressor(dict_id).compress(plain)
+            codec = ZSTD_DICT
+        elif size >= self.min_bytes:
+            packed = self._compressor(None).compress(plain)
+            codec = ZSTD
+        else:
+            return plain, PLAIN
+        if len(packed) >= size and self.min_bytes:
+            return plain, PLAIN
+        return packed, codec
+
+    def _compressor(self, dict_id: int | None) -> Any:
+        # zstandard's (de)compressors must not be shared by threads: one set per thread.
+        cache: dict[int | None, Any] | None = getattr(self._local, "compressors", None)
+        if cache is None:
+            cache = self._local.compressors = {}
+        comp = cache.get(dict_id)
+        if comp is None:
+            zstd = self._zstd
+            if dict_id is None:
+                comp = zstd.ZstdCompressor(level=self.level, write_checksum=False)
+            else:
+                comp = zstd.ZstdCompressor(
+                    level=self.level, dict_data=self._dictionary(dict_id), write_dict_id=False
+                )
+            cache[dict_id] = comp
+        return comp
+
+    # -- unpacking -------------------------------------------------------------------------
+
+    def unpack(self, rec: Record, location: str = "") -> bytes:
+        """The plain payload of a record; CorruptionError naming stream and seq if impossible."""
+        codec = rec.codec
+        if codec == PLAIN:
+            return rec.data
+        if codec == ZSTD:
+            return self._decompress(rec, None, rec.data, location)
+        if codec == ZSTD_DICT:
+            if len(rec.data) < _DICT_ID.size:
+                raise _corrupt(rec, location, "payload is too short for a dictionary id")
+            (dict_id,) = _DICT_ID.unpack_from(rec.data)
+            return self._decompress(rec, dict_id, rec.data[_DICT_ID.size :], location)
+        raise _corrupt(rec, location, f"unknown payload codec {codec}")
+
+    def _decompress(self, rec: Record, dict_id: int | None, frame: bytes, location: str) -> bytes:
+        zstd = self._zstd
+        if zstd is None:
+            zstd = self._zstd = zstd_module()
+        cache: dict[int | None, Any] | None = getattr(self._local, "decompressors", None)
+        if cache is None:
+            cache = self._local.decompressors = {}
+        dec = cache.get(dict_id)
+        if dec is None:
+            if dict_id is None:
+                dec = zstd.ZstdDecompressor()
+            else:
+                zdict = self._dictionary(dict_id)
+                if zdict is None:
+                    raise _corrupt(
+                        rec,
+                        location,
+                        f"zstd dictionary {dict_id} is missing (blob {dict_blob_key(dict_id)})",
+                    )
+                dec = zstd.ZstdDecompressor(dict_data=zdict)
+            cache[dict_id] = dec
+        try:
+            size = zstd.frame_content_size(frame)
+            if not 0 <= size <= MAX_PLAIN_BYTES:
+                raise _corrupt(rec, location, f"zstd frame declares a bad size ({size})")
+            plain: bytes = dec.decompress(frame)
+        except zstd.ZstdError as exc:
+            raise _corrupt(rec, location, f"zstd payload does not decompress: {exc}") from exc
+        return plain
+
+    def _dictionary(self, dict_id: int) -> Any:
+        """The dictionary object for an id, loaded from the store's blobs once; None if absent."""
+        zdict = self._dicts.get(dict_id)
+        if zdict is None:
+            raw = self._blobs(dict_blob_key(dict_id)) if self._blobs is not None else None
+            if raw is None:
+                return None
+            zstd = self._zstd
+            if zstd is None:
+                zstd = self._zstd = zstd_module()
+            zdict = zstd.ZstdCompressionDict(raw)
+            if self.mode == "zstd":
+                zdict.precompute_compress(level=self.level)
+            self._dicts[dict_id] = zdict
+        return zdict
+
+
+def _corrupt(rec: Record, location: str, message: str) -> CorruptionError:
+    return CorruptionError(message, stream=rec.stream, seq=rec.seq, location=location or None)
+
+
+def train_dictionary(
+    store: Store,
+    *,
+    size: int = DEFAULT_DICT_SIZE,
+    max_samples: int = 20_000,
+    activate: bool = True,
+) -> int:
+    """Train a zstd dictionary on the store's newest events, store it; return its id.
+
+    The dictionary is kept with the store (blob ``zstd-dict/<id>``), so every reader finds it.
+    With `activate`, it becomes the store's active dictionary: this store object (when opened
+    with ``compression=zstd``) and stores opened later compress new events with it.
+    Raises UsageError when the store holds too little data to train on.
+    """
+    zstd = zstd_module()
+    backend = store.backend
+    codec = store.codec
+    samples: list[bytes] = []
+    after = max(store.head_position() - max_samples, 0)
+    while len(samples) < max_samples:
+        page = backend.read_all(after, min(1000, max_samples - len(samples)))
+        if not page:
+            break
+        samples.extend(codec.unpack(rec, store.location) for rec in page)
+        after = page[-1].position
+    total = sum(map(len, samples))
+    dict_id = random.SystemRandom().randrange(1, 2**31)
+    while backend.get_blob(dict_blob_key(dict_id)) is not None:
+        dict_id = random.SystemRandom().randrange(1, 2**31)
+    try:
+        trained = zstd.train_dictionary(size, samples, dict_id=dict_id, level=DEFAULT_LEVEL)
+    except zstd.ZstdError as exc:
+        raise UsageError(
+            f"cannot train a {size}-byte zstd dictionary on {len(samples)} events "
+            f"({total} bytes): {exc}; append more events first"
+        ) from exc
+    backend.put_blob(dict_blob_key(dict_id), trained.as_bytes())
+    if activate:
+        backend.put_blob(ACTIVE_DICT_BLOB, str(dict_id).encode())
+        compression = codec.compression
+        if compression.mode == "zstd":
+            compression.use_dictionary(dict_id)
+    return dict_id
+
+
+__all__ = [
+    "ACTIVE_DICT_BLOB",
+    "PLAIN",
+    "ZSTD",
+    "ZSTD_DICT",
+    "Compression",
+    "dict_blob_key",
+    "train_dictionary",
+    "zstd_module",
+]
