@@ -345,7 +345,9 @@ class Store:
                 chain.append((current, 1, upper))
                 break
             chain.append((current, fork.at_seq + 1, upper))
-            current, upper = fork.parent, fork.at_seq
+            # An ancestor is visible only up to the lowest fork point below it.
+            current = fork.parent
+            upper = fork.at_seq if upper is None else min(upper, fork.at_seq)
             if len(chain) > 10_000:
                 raise CorruptionError("fork ancestry loops", stream=stream)
         chain.reverse()
