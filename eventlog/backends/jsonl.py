@@ -1,0 +1,912 @@
+"""JSONL backend: a directory of human-readable logs, one file per stream, one event per line.
+
+Layout of `jsonl:///dir`:
+
+    dir/streams/<slug>~<hash>.jsonl   header line (exact stream name, fork), then one event a line
+    dir/index.log                     one line per committed append (and per fork): the commit log
+    dir/lock                          fcntl lock taken by writers
+    dir/blobs/, dir/snapshots/        one file per value, replaced atomically
+
+The stream files are the truth; `index.log` is a cache that says which bytes are committed, at
+which store-wide positions, with which ids. It is rebuilt from the stream files when missing or
+stale, and complete batches a crashed writer left unindexed are rolled forward into it. An append
+is committed when its index line is written: readers never look past the indexed end of a file.
+See docs/backends/jsonl.md for durability levels, recovery and locking.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import errno
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import msgspec
+
+from eventlog.backends.base import Backend, Conflict, Durability, ForkInfo, Record, StreamInfo
+from eventlog.backends.jsonl_names import is_stem, stem_for
+from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
+
+log = logging.getLogger("eventlog.backends.jsonl")
+
+FORMAT_VERSION = 1
+DEFAULT_LOCK_TIMEOUT = 10.0
+BATCH_SYNC_INTERVAL = 1.0
+"""With durability "batch", written files are fsynced when this many seconds have passed."""
+_MAX_OPEN_FILES = 256
+_NO_JSON = msgspec.Raw()
+
+
+class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One event as stored on a line (key order is the field order)."""
+
+    seq: int
+    pos: int
+    id: str
+    ts: int
+    type: str
+    v: int
+    batch_end: int
+    """Seq of the last event of the append this line belongs to (a torn batch is detectable)."""
+    data: msgspec.Raw = _NO_JSON
+    """The payload JSON exactly as encoded by the core (the hash covers these bytes)."""
+    codec: int = 0
+    data_b64: str | None = None
+    """A compressed payload (`codec` != 0), base64."""
+    meta: msgspec.Raw = _NO_JSON
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    hash: str
+
+
+class Header(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """First line of a stream file: the exact stream name and its fork point."""
+
+    eventlog_jsonl: int
+    stream: str
+    parent: str | None = None
+    at_seq: int = 0
+    fork_ts: int = 0
+
+
+class Repair(msgspec.Struct, frozen=True):
+    """Bytes cut from a file on recovery (a torn or unfinished append left by a crash)."""
+
+    file: str
+    line: int
+    offset: int
+    length: int
+    reason: str
+
+
+class Batch(NamedTuple):
+    """One committed append: `n` events of a stream from `seq`, at byte range [offset, end)."""
+
+    pos: int
+    n: int
+    stem: str
+    seq: int
+    offset: int
+    end: int
+    ts: int
+    ids: tuple[str, ...]
+
+
+class _Stream:
+    """What the backend knows of one stream file."""
+
+    __slots__ = ("batches", "fd", "fork", "header_end", "name", "path", "seqs", "stem")
+
+    def __init__(self, stem: str, path: Path, header: Header, header_end: int) -> None:
+        self.stem = stem
+        self.path = path
+        self.name = header.stream
+        self.fork = (
+            ForkInfo(header.stream, header.parent, header.at_seq, header.fork_ts)
+            if header.parent is not None
+            else None
+        )
+        self.header_end = header_end
+        self.batches: list[Batch] = []
+        self.seqs: list[int] = []
+        self.fd: int | None = None
+
+    @property
+    def first_seq(self) -> int:
+        """Seq of the first own line."""
+        return self.fork.at_seq + 1 if self.fork else 1
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last committed own line (first_seq - 1 when none)."""
+        b = self.batches[-1] if self.batches else None
+        return b.seq + b.n - 1 if b else self.first_seq - 1
+
+    @property
+    def end(self) -> int:
+        """Byte offset just past the last committed line."""
+        return self.batches[-1].end if self.batches else self.header_end
+
+    def line_no(self, seq: int) -> int:
+        """1-based line number of a seq in the file (line 1 is the header)."""
+        return seq - self.first_seq + 2
+
+
+_line_encoder = msgspec.json.Encoder()
+_line_decoder = msgspec.json.Decoder(Line)
+_header_decoder = msgspec.json.Decoder(Header)
+
+
+def _corrupt(path: Path, line: int, what: str) -> CorruptionError:
+    return CorruptionError(f"{path}: line {line}: {what}")
+
+
+def _encode_lines(records: Sequence[Record], first_pos: int) -> bytes:
+    """The lines of one append, newline-terminated."""
+    end = records[-1].seq
+    return _line_encoder.encode_lines(
+        [
+            Line(
+                seq=r.seq,
+                pos=first_pos + i,
+                id=r.id,
+                ts=r.ts,
+                type=r.type,
+                v=r.version,
+                batch_end=end,
+                data=msgspec.Raw(r.data) if r.codec == 0 else _NO_JSON,
+                codec=r.codec,
+                data_b64=base64.b64encode(r.data).decode() if r.codec else None,
+                meta=msgspec.Raw(r.meta) if r.meta else _NO_JSON,
+                causation_id=r.causation_id,
+                correlation_id=r.correlation_id,
+                hash=r.hash.hex(),
+            )
+            for i, r in enumerate(records)
+        ]
+    )
+
+
+def _to_record(line: Line, stream: str, position: int) -> Record:
+    data = base64.b64decode(line.data_b64 or "") if line.codec else bytes(line.data)
+    return Record(
+        line.id,
+        stream,
+        line.seq,
+        line.ts,
+        line.type,
+        line.v,
+        data,
+        bytes(line.meta),
+        line.causation_id,
+        line.correlation_id,
+        bytes.fromhex(line.hash),
+        line.codec,
+        position,
+    )
+
+
+def _index_line(b: Batch) -> bytes:
+    return (
+        f"B {b.pos} {b.n} {b.stem} {b.seq} {b.offset} {b.end} {b.ts} {','.join(b.ids)}\n"
+    ).encode()
+
+
+def _parse_index_line(raw: bytes) -> Batch | str:
+    """A batch, or the stem named by a fork line; ValueError when malformed."""
+    parts = raw.decode().split(" ")
+    if parts[0] == "F" and len(parts) == 2 and is_stem(parts[1]):
+        return parts[1]
+    if parts[0] != "B" or len(parts) != 9 or not is_stem(parts[3]):
+        raise ValueError("not an index line")
+    pos, count, seq, offset, end, ts = (int(parts[i]) for i in (1, 2, 4, 5, 6, 7))
+    ids = tuple(parts[8].split(","))
+    if count < 1 or len(ids) != count or end <= offset:
+        raise ValueError("inconsistent index line")
+    return Batch(pos, count, parts[3], seq, offset, end, ts, ids)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace a file with new content durably (temp file, fsync, rename, fsync the folder)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class _Scan(NamedTuple):
+    """Committed-looking batches found in a file region, and where the good bytes end."""
+
+    batches: list[Batch]
+    good_end: int
+    good_seq: int
+    """Seq the first cut line would have had."""
+    reason: str
+
+
+def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
+    """Parse lines found at `start`: complete appends, and where a torn tail begins."""
+    batches: list[Batch] = []
+    pending: list[Line] = []
+    pending_off = start
+    off = 0
+    seq = first_seq
+    while off < len(data):
+        nl = data.find(b"\n", off)
+        if nl < 0:
+            reason = "torn last line (no newline)"
+            break
+        raw = data[off:nl]
+        if not raw.strip(b"\x00"):
+            reason = "zero-filled tail"
+            break
+        try:
+            line = _line_decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise _corrupt(st.path, st.line_no(seq), f"not a valid event line: {exc}") from exc
+        if line.seq != seq:
+            raise _corrupt(st.path, st.line_no(seq), f"has seq {line.seq}, expected {seq}")
+        if not pending:
+            pending_off = start + off
+        pending.append(line)
+        off = nl + 1
+        seq += 1
+        if line.seq == line.batch_end:
+            first = pending[0]
+            batches.append(
+                Batch(
+                    first.pos,
+                    len(pending),
+                    st.stem,
+                    first.seq,
+                    pending_off,
+                    start + off,
+                    line.ts,
+                    tuple(x.id for x in pending),
+                )
+            )
+            pending = []
+    else:
+        reason = "unfinished append (batch cut short)"
+    good_end = pending_off if pending else start + off
+    good_seq = pending[0].seq if pending else seq
+    if good_end == start + len(data):
+        reason = ""
+    return _Scan(batches, good_end, good_seq, reason)
+
+
+class JSONLBackend(Backend):
+    """One JSON Lines file per stream plus a commit index, safe across threads and processes."""
+
+    format = "json"
+    durable = True
+
+    def __init__(self, directory: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> None:
+        self.root = Path(directory)
+        self.location = f"jsonl://{self.root}"
+        self.lock_timeout = lock_timeout
+        self.repairs: list[Repair] = []
+        """Everything cut from files on recovery by this backend object (also logged)."""
+        self._streams_dir = self.root / "streams"
+        self._index_path = self.root / "index.log"
+        self._mutex = threading.RLock()
+        self._closed = False
+        self._open_fds = 0
+        self._dirty: set[int] = set()
+        self._last_sync = time.monotonic()
+        for sub in (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots"):
+            sub.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._index_fd = -1
+        self._reset()
+        try:
+            with self._write_lock():
+                self._recover()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- in-memory state ---------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        """Forget everything loaded from the index (before a full reload)."""
+        for st in getattr(self, "_streams", {}).values():
+            self._close_fd(st)
+        self._streams: dict[str, _Stream] = {}
+        self._batches: list[Batch] = []
+        self._positions: list[int] = []
+        self._ids: dict[str, int] = {}
+        self._head = 0
+        self._seen = 0
+        if self._index_fd >= 0:
+            os.close(self._index_fd)
+        self._index_fd = os.open(
+            self._index_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+        )
+        self._index_ino = os.fstat(self._index_fd).st_ino
+
+    def _stream_by_stem(self, stem: str) -> _Stream:
+        st = self._streams.get(stem)
+        if st is None:
+            path = self._streams_dir / f"{stem}.jsonl"
+            header, end = self._read_header(path)
+            st = _Stream(stem, path, header, end)
+            self._streams[stem] = st
+        return st
+
+    def _read_header(self, path: Path) -> tuple[Header, int]:
+        with open(path, "rb") as f:
+            raw = f.readline(64 * 1024)
+        if not raw.endswith(b"\n"):
+            raise _corrupt(path, 1, "missing or torn header line")
+        try:
+            header = _header_decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise _corrupt(path, 1, f"not a valid header: {exc}") from exc
+        if header.eventlog_jsonl > FORMAT_VERSION:
+            raise _corrupt(path, 1, f"format version {header.eventlog_jsonl} is too new")
+        if stem_for(header.stream) != path.stem:
+            raise _corrupt(path, 1, f"stream name {header.stream!r} does not match the file name")
+        return header, len(raw)
+
+    def _stream(self, name: str, *, on_disk: bool = False) -> _Stream | None:
+        """The stream's state if it has a file this backend knows of (or any file: `on_disk`)."""
+        stem = stem_for(name)
+        st = self._streams.get(stem)
+        if st is None and on_disk and (self._streams_dir / f"{stem}.jsonl").exists():
+            st = self._stream_by_stem(stem)
+        if st is not None and st.name != name:
+            raise CorruptionError(f"{st.path}: holds stream {st.name!r}, not {name!r}")
+        return st
+
+    def _apply(self, b: Batch) -> None:
+        st = self._stream_by_stem(b.stem)
+        st.batches.append(b)
+        st.seqs.append(b.seq)
+        self._batches.append(b)
+        self._positions.append(b.pos)
+        for i, event_id in enumerate(b.ids):
+            self._ids[event_id] = b.pos + i
+        self._head = b.pos + b.n - 1
+
+    def _apply_fork(self, stem: str) -> None:
+        old = self._streams.pop(stem, None)
+        if old is not None:
+            self._close_fd(old)
+        st = self._stream_by_stem(stem)
+        if old is not None:
+            st.batches, st.seqs = old.batches, old.seqs
+
+    def _refresh(self) -> None:
+        """Pick up index lines other processes (or a repair) wrote since we last looked."""
+        if self._closed:
+            raise BackendUnavailableError(f"{self.location} is closed")
+        try:
+            info = os.stat(self._index_path)
+        except FileNotFoundError:
+            info = None
+        if info is None or info.st_ino != self._index_ino or info.st_size < self._seen:
+            self._reset()
+            info = os.fstat(self._index_fd)
+        if info.st_size > self._seen:
+            self._load_index(info.st_size)
+
+    def _load_index(self, size: int) -> bool:
+        """Apply complete index lines up to `size`; False when one is malformed."""
+        data = os.pread(self._index_fd, size - self._seen, self._seen)
+        cut = data.rfind(b"\n") + 1
+        for raw in data[:cut].splitlines():
+            try:
+                entry = _parse_index_line(raw)
+            except (ValueError, UnicodeDecodeError):
+                return False
+            if isinstance(entry, str):
+                self._apply_fork(entry)
+            elif entry.pos <= self._head:
+                return False
+            else:
+                self._apply(entry)
+        self._seen += cut
+        return True
+
+    # -- locking and files -------------------------------------------------------------------
+
+    def _write_lock(self) -> _FileLock:
+        return _FileLock(self, self._lock_fd, self.lock_timeout)
+
+    def _fd(self, st: _Stream) -> int:
+        if st.fd is None:
+            if self._open_fds >= _MAX_OPEN_FILES:
+                for other in self._streams.values():
+                    self._close_fd(other)
+            st.fd = os.open(st.path, os.O_RDWR | os.O_CLOEXEC)
+            self._open_fds += 1
+        return st.fd
+
+    def _close_fd(self, st: _Stream) -> None:
+        if st.fd is not None:
+            if st.fd in self._dirty:
+                os.fsync(st.fd)
+                self._dirty.discard(st.fd)
+            os.close(st.fd)
+            st.fd = None
+            self._open_fds -= 1
+
+    def _cut(self, path: Path, fd: int, line: int, offset: int, reason: str) -> None:
+        """Truncate a file's uncommitted tail, reporting what was cut."""
+        size = os.fstat(fd).st_size
+        if size <= offset:
+            return
+        os.ftruncate(fd, offset)
+        os.fsync(fd)
+        self.repairs.append(Repair(str(path), line, offset, size - offset, reason))
+        log.warning(
+            "%s: cut %d bytes at offset %d (line %d): %s", path, size - offset, offset, line, reason
+        )
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        """On open, under the write lock: load the index, check every file, repair or rebuild."""
+        size = os.fstat(self._index_fd).st_size
+        if not self._load_index(size):
+            self._rebuild("index has a malformed line")
+            return
+        if self._seen != size:
+            line = len(os.pread(self._index_fd, self._seen, 0).splitlines()) + 1
+            self._cut(self._index_path, self._index_fd, line, self._seen, "torn index line")
+        on_disk = {p.stem for p in self._streams_dir.glob("*.jsonl") if is_stem(p.stem)}
+        if set(self._streams) - on_disk:
+            self._rebuild("index names stream files that do not exist")
+            return
+        found: list[Batch] = []
+        for stem in sorted(on_disk):
+            st = self._stream_by_stem(stem)
+            size = os.fstat(self._fd(st)).st_size
+            if size < st.end or not self._ends_with_newline(st):
+                self._rebuild(f"{st.path} does not match the index")
+                return
+            found.extend(self._tail(st))
+        self._roll_forward(found)
+
+    def _ends_with_newline(self, st: _Stream) -> bool:
+        return os.pread(self._fd(st), 1, st.end - 1) == b"\n"
+
+    def _tail(self, st: _Stream) -> list[Batch]:
+        """Complete appends past the indexed end of a file; cut (and report) a torn remainder."""
+        fd = self._fd(st)
+        size = os.fstat(fd).st_size
+        if size == st.end:
+            return []
+        data = os.pread(fd, size - st.end, st.end)
+        scan = _scan_region(st, data, st.end, st.last_seq + 1)
+        if scan.reason:
+            self._cut(st.path, fd, st.line_no(scan.good_seq), scan.good_end, scan.reason)
+        return scan.batches
+
+    def _roll_forward(self, found: list[Batch]) -> None:
+        """Index complete appends a crashed writer left unindexed, after everything indexed."""
+        found.sort(key=lambda b: (b.pos, b.stem))
+        for b in found:
+            pos = max(b.pos, self._head + 1)
+            fixed = b._replace(pos=pos)
+            line = _index_line(fixed)
+            os.write(self._index_fd, line)
+            self._seen += len(line)
+            self._apply(fixed)
+            log.warning("%s: rolled forward an unindexed append of %d event(s)", b.stem, b.n)
+
+    def _rebuild(self, why: str) -> None:
+        """Rewrite the index from the stream files (they are the truth)."""
+        log.warning("%s: rebuilding index.log: %s", self.root, why)
+        self._reset()
+        found: list[Batch] = []
+        forks: list[str] = []
+        for path in sorted(self._streams_dir.glob("*.jsonl")):
+            if not is_stem(path.stem):
+                continue
+            st = self._stream_by_stem(path.stem)
+            if st.fork is not None:
+                forks.append(st.stem)
+            found.extend(self._tail(st))
+        lines = [f"F {stem}\n".encode() for stem in forks]
+        found.sort(key=lambda b: (b.pos, b.stem))
+        head = 0
+        fixed = []
+        for b in found:
+            fixed.append(b._replace(pos=max(b.pos, head + 1)))
+            head = fixed[-1].pos + b.n - 1
+        lines.extend(_index_line(b) for b in fixed)
+        _write_atomic(self._index_path, b"".join(lines))
+        self._reset()
+        self._load_index(os.fstat(self._index_fd).st_size)
+
+    # -- append ------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
+        """Write the lines of one append, then its index line (the commit point)."""
+        if not records:
+            return []
+        name = records[0].stream
+        with self._mutex, self._write_lock():
+            self._refresh()
+            # A file the index does not know of, or bytes past its indexed end, are what a
+            # crashed writer left: complete appends are rolled forward, a torn rest is cut.
+            st = self._stream(name, on_disk=True)
+            if st is not None:
+                self._roll_forward(self._tail(st))
+            self._check_conflicts(st, records)
+            if st is None:
+                st = self._create(Header(eventlog_jsonl=FORMAT_VERSION, stream=name))
+            pos = self._head + 1
+            payload = _encode_lines(records, pos)
+            fd = self._fd(st)
+            os.pwrite(fd, payload, st.end)
+            self._sync(fd, durability)
+            batch = Batch(
+                pos,
+                len(records),
+                st.stem,
+                records[0].seq,
+                st.end,
+                st.end + len(payload),
+                records[-1].ts,
+                tuple(r.id for r in records),
+            )
+            line = _index_line(batch)
+            os.write(self._index_fd, line)
+            self._seen += len(line)
+            self._apply(batch)
+            return list(range(pos, pos + len(records)))
+
+    def _check_conflicts(self, st: _Stream | None, records: Sequence[Record]) -> None:
+        first = records[0].seq
+        if st is not None:
+            if st.batches and st.last_seq >= first:
+                raise Conflict("seq", f"{st.name!r} seq {first}")
+            if first == 1 and st.fork is not None:
+                raise Conflict("seq", f"{st.name!r} is a fork")
+            if first != st.last_seq + 1:
+                raise Conflict("seq", f"{st.name!r} seq {first} after {st.last_seq}")
+        elif first != 1:
+            raise Conflict("seq", f"{records[0].stream!r} seq {first} of a new stream")
+        if any(r.id in self._ids for r in records):
+            raise Conflict("id")
+
+    def _create(self, header: Header) -> _Stream:
+        """Create (or replace an empty) stream file holding just its header, durably."""
+        stem = stem_for(header.stream)
+        raw = msgspec.json.encode(header) + b"\n"
+        old = self._streams.pop(stem, None)
+        if old is not None:
+            self._close_fd(old)
+        _write_atomic(self._streams_dir / f"{stem}.jsonl", raw)
+        return self._stream_by_stem(stem)
+
+    def _sync(self, fd: int, durability: Durability) -> None:
+        if durability is Durability.FSYNC:
+            os.fdatasync(fd)
+        elif durability is Durability.BATCH:
+            self._dirty.add(fd)
+            if time.monotonic() - self._last_sync >= BATCH_SYNC_INTERVAL:
+                self._sync_dirty()
+
+    def _sync_dirty(self) -> None:
+        for fd in self._dirty:
+            os.fdatasync(fd)
+        self._dirty.clear()
+        self._last_sync = time.monotonic()
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _lines(self, st: _Stream, lo: int, hi: int) -> Iterator[tuple[int, Line]]:
+        """(seq, line) for committed seqs lo..hi of a stream, read in one go."""
+        i = bisect.bisect_right(st.seqs, lo) - 1
+        j = bisect.bisect_right(st.seqs, hi) - 1
+        start, end = st.batches[i].offset, st.batches[j].end
+        data = os.pread(self._fd(st), end - start, start)
+        seq = st.batches[i].seq
+        off = 0
+        while seq <= hi:
+            nl = data.find(b"\n", off)
+            if nl < 0:
+                raise _corrupt(st.path, st.line_no(seq), "line is missing (file was modified)")
+            if seq >= lo:
+                try:
+                    line = _line_decoder.decode(data[off:nl])
+                except msgspec.DecodeError as exc:
+                    raise _corrupt(st.path, st.line_no(seq), f"damaged line: {exc}") from exc
+                if line.seq != seq:
+                    raise _corrupt(st.path, st.line_no(seq), f"has seq {line.seq}, not {seq}")
+                yield seq, line
+            off = nl + 1
+            seq += 1
+
+    def _position(self, st: _Stream, seq: int) -> int:
+        b = st.batches[bisect.bisect_right(st.seqs, seq) - 1]
+        return b.pos + seq - b.seq
+
+    def _read_range(self, st: _Stream, lo: int, hi: int) -> list[Record]:
+        out = []
+        i = bisect.bisect_right(st.seqs, lo) - 1
+        b = st.batches[i]
+        for seq, line in self._lines(st, lo, hi):
+            if seq >= b.seq + b.n:
+                i += 1
+                b = st.batches[i]
+            out.append(_to_record(line, st.name, b.pos + seq - b.seq))
+        return out
+
+    def read(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Own records of a stream by seq range, read from the file's committed bytes."""
+        with self._mutex:
+            self._refresh()
+            st = self._stream(stream)
+            if st is None or not st.batches:
+                return []
+            lo = max(first, st.first_seq)
+            hi = st.last_seq if last is None else min(last, st.last_seq)
+            if limit is not None:
+                if limit <= 0:
+                    return []
+                if backwards:
+                    lo = max(lo, hi - limit + 1)
+                else:
+                    hi = min(hi, lo + limit - 1)
+            if lo > hi:
+                return []
+            out = self._read_range(st, lo, hi)
+        if backwards:
+            out.reverse()
+        return out
+
+    def read_all(self, after: int, limit: int) -> list[Record]:
+        """Records with position > after, batch by batch from the commit index."""
+        with self._mutex:
+            self._refresh()
+            out: list[Record] = []
+            i = max(bisect.bisect_right(self._positions, after) - 1, 0)
+            while i < len(self._batches) and len(out) < limit:
+                b = self._batches[i]
+                i += 1
+                skip = max(after + 1 - b.pos, 0)
+                if skip >= b.n:
+                    continue
+                st = self._streams[b.stem]
+                take = min(b.n - skip, limit - len(out))
+                out.extend(self._read_range(st, b.seq + skip, b.seq + skip + take - 1))
+            return out
+
+    def last(self, stream: str) -> Record | None:
+        """The stream's last own record."""
+        with self._mutex:
+            self._refresh()
+            st = self._stream(stream)
+            if st is None or not st.batches:
+                return None
+            return self._read_range(st, st.last_seq, st.last_seq)[0]
+
+    def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
+        """Look ids up in the index, then read their lines."""
+        with self._mutex:
+            self._refresh()
+            out = {}
+            for event_id in ids:
+                pos = self._ids.get(event_id)
+                if pos is None:
+                    continue
+                b = self._batches[bisect.bisect_right(self._positions, pos) - 1]
+                st = self._streams[b.stem]
+                seq = b.seq + pos - b.pos
+                out[event_id] = self._read_range(st, seq, seq)[0]
+            return out
+
+    def head_position(self) -> int:
+        """The highest committed position."""
+        with self._mutex:
+            self._refresh()
+            return self._head
+
+    # -- forks and streams -------------------------------------------------------------------
+
+    def create_fork(self, fork: ForkInfo) -> None:
+        """Write the fork into the stream file's header, then an index line announcing it."""
+        with self._mutex, self._write_lock():
+            self._refresh()
+            st = self._stream(fork.stream, on_disk=True)
+            if st is not None:
+                self._roll_forward(self._tail(st))
+                if st.batches or st.fork is not None:
+                    raise Conflict("fork", fork.stream)
+            header = Header(
+                eventlog_jsonl=FORMAT_VERSION,
+                stream=fork.stream,
+                parent=fork.parent,
+                at_seq=fork.at_seq,
+                fork_ts=fork.ts,
+            )
+            self._create(header)
+            line = f"F {stem_for(fork.stream)}\n".encode()
+            os.write(self._index_fd, line)
+            os.fsync(self._index_fd)
+            self._seen += len(line)
+
+    def get_fork(self, stream: str) -> ForkInfo | None:
+        """The fork entry, from the stream file's header."""
+        with self._mutex:
+            self._refresh()
+            st = self._stream(stream)
+            return st.fork if st is not None else None
+
+    def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
+        """Fork entries sorted by stream name."""
+        with self._mutex:
+            self._refresh()
+            forks = [st.fork for st in self._streams.values() if st.fork is not None]
+        forks.sort(key=lambda f: f.stream)
+        return [f for f in forks if parent is None or f.parent == parent]
+
+    def list_streams(self) -> list[StreamInfo]:
+        """Streams with committed lines or a fork header, sorted by exact name."""
+        with self._mutex:
+            self._refresh()
+            out = []
+            for st in self._streams.values():
+                if not st.batches and st.fork is None:
+                    continue
+                fork = st.fork
+                last_ts = st.batches[-1].ts if st.batches else fork.ts if fork else 0
+                out.append(
+                    StreamInfo(
+                        st.name,
+                        st.last_seq,
+                        last_ts,
+                        fork.parent if fork else None,
+                        fork.at_seq if fork else 0,
+                    )
+                )
+        out.sort(key=lambda s: s.stream)
+        return out
+
+    # -- blobs and snapshots -----------------------------------------------------------------
+
+    def get_blob(self, key: str) -> bytes | None:
+        """A store-level value from blobs/."""
+        try:
+            return (self.root / "blobs" / stem_for(key)).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def put_blob(self, key: str, value: bytes) -> None:
+        """Replace a store-level value atomically and durably."""
+        _write_atomic(self.root / "blobs" / stem_for(key), bytes(value))
+
+    def _snap_dir(self, stream: str) -> Path:
+        return self.root / "snapshots" / stem_for(stream)
+
+    @staticmethod
+    def _snap_prefix(name: str, version: int) -> str:
+        return f"{stem_for(name)}.v{version}."
+
+    def save_snapshot(self, stream: str, name: str, version: int, seq: int, data: bytes) -> None:
+        """Write snapshots/<stream>/<name>.v<version>.<seq> atomically."""
+        folder = self._snap_dir(stream)
+        folder.mkdir(exist_ok=True)
+        _write_atomic(folder / f"{self._snap_prefix(name, version)}{seq}", bytes(data))
+
+    def load_snapshot(
+        self, stream: str, name: str, version: int, max_seq: int | None
+    ) -> tuple[int, bytes] | None:
+        """The newest snapshot file at or below max_seq."""
+        folder = self._snap_dir(stream)
+        prefix = self._snap_prefix(name, version)
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return None
+        seqs = [int(n[len(prefix) :]) for n in names if n.startswith(prefix)]
+        seqs = [s for s in seqs if max_seq is None or s <= max_seq]
+        for seq in sorted(seqs, reverse=True):
+            try:
+                return seq, (folder / f"{prefix}{seq}").read_bytes()
+            except FileNotFoundError:
+                continue  # deleted by another process meanwhile
+        return None
+
+    def delete_snapshot(self, stream: str, name: str, version: int, seq: int) -> None:
+        """Remove one snapshot file."""
+        path = self._snap_dir(stream) / f"{self._snap_prefix(name, version)}{seq}"
+        path.unlink(missing_ok=True)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Sync files written with durability "batch", then close every file."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            for st in getattr(self, "_streams", {}).values():
+                self._close_fd(st)
+            for fd in (self._index_fd, self._lock_fd):
+                if fd >= 0:
+                    os.close(fd)
+
+    def stream_path(self, stream: str) -> Path:
+        """The file holding a stream's own events (for tools and tests)."""
+        return self._streams_dir / f"{stem_for(stream)}.jsonl"
+
+    @classmethod
+    def from_url(cls, url: str, path: str, options: dict[str, str]) -> JSONLBackend:
+        """`jsonl:///path/to/dir` (`?lock_timeout=seconds`)."""
+        opts = dict(options)
+        timeout = opts.pop("lock_timeout", None)
+        if opts:
+            raise UsageError(f"unknown option(s) for jsonl://: {', '.join(sorted(opts))}")
+        if not path:
+            raise UsageError(f"{url!r} names no directory (use jsonl:///path/to/dir)")
+        try:
+            seconds = DEFAULT_LOCK_TIMEOUT if timeout is None else float(timeout)
+        except ValueError:
+            raise UsageError(f"lock_timeout must be a number of seconds, got {timeout!r}") from None
+        try:
+            return cls(path, lock_timeout=seconds)
+        except NotADirectoryError as exc:
+            raise UsageError(f"{url!r}: {path} is not a directory") from exc
+
+
+class _FileLock:
+    """The store-wide write lock: `flock` on dir/lock, waiting at most `timeout` seconds."""
+
+    def __init__(self, backend: JSONLBackend, fd: int, timeout: float) -> None:
+        self._backend = backend
+        self._fd = fd
+        self._timeout = timeout
+
+    def __enter__(self) -> None:
+        deadline = time.monotonic() + self._timeout
+        delay = 0.0005
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                    raise
+            if time.monotonic() >= deadline:
+                raise BackendUnavailableError(
+                    f"{self._backend.root}: another process holds the write lock "
+                    f"({self._backend.root / 'lock'}); gave up after {self._timeout:g}s "
+                    "(raise it with ?lock_timeout=seconds)"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
