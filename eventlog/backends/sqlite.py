@@ -1,0 +1,447 @@
+"""SQLite backend, the embedded default: one row per event in a WAL-mode file.
+
+Uniqueness of (stream, seq) and of ids is enforced by the schema; the positions of a transaction
+are assigned inside it while it holds SQLite's write lock, so they commit in position order and a
+reader following positions never skips one. Appends go through a group-commit writer (see
+`sqlite_writer`); reads use one connection per thread, which WAL lets run beside the writer.
+Full-text search over event text (FTS5) is chosen when a store is created (`?search=on`).
+See docs/backends/sqlite.md for the guarantees.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from itertools import starmap
+from pathlib import Path
+from typing import Any
+
+from eventlog.backends.base import (
+    Backend,
+    Conflict,
+    Durability,
+    ForkInfo,
+    Record,
+    SearchHit,
+    StreamInfo,
+)
+from eventlog.backends.sqlite_schema import FTS_TABLE, TEXT_TABLE, database_path, open_schema
+from eventlog.backends.sqlite_writer import GroupWriter
+from eventlog.errors import (
+    BackendUnavailableError,
+    CorruptionError,
+    StoreClosedError,
+    UsageError,
+    ValidationError,
+)
+
+_COLUMNS = (
+    "id, stream, seq, ts, type, version, data, meta, causation_id, correlation_id, hash, codec, "
+    "position"
+)
+"""Selected in `Record`'s field order, so a row is `Record(*row)`."""
+_SELECT = f"SELECT {_COLUMNS} FROM events"
+_INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_TEXT = f"INSERT INTO {TEXT_TABLE} (position, text) VALUES (?, ?)"
+_STREAM_NAMES = """
+WITH RECURSIVE names(stream) AS (
+    SELECT min(stream) FROM events
+    UNION ALL
+    SELECT (SELECT min(stream) FROM events WHERE stream > names.stream)
+    FROM names WHERE names.stream IS NOT NULL
+)
+SELECT stream,
+    (SELECT seq FROM events e WHERE e.stream = names.stream ORDER BY seq DESC LIMIT 1),
+    (SELECT ts FROM events e WHERE e.stream = names.stream ORDER BY seq DESC LIMIT 1)
+FROM names WHERE stream IS NOT NULL
+"""
+_SEARCH = f"""
+SELECT e.stream, e.seq, e.id, e.position,
+    snippet({FTS_TABLE}, 0, '[', ']', '…', 16), bm25({FTS_TABLE})
+FROM {FTS_TABLE} JOIN events e ON e.position = {FTS_TABLE}.rowid
+WHERE {FTS_TABLE} MATCH ?1 AND (?2 IS NULL OR e.stream = ?2)
+ORDER BY bm25({FTS_TABLE}), e.position DESC LIMIT ?3
+"""
+_ID_CHUNK = 500
+"""Ids per `IN (...)` query (SQLite's default limit on parameters is 32766; keep them short)."""
+_OPTIONS = {"search", "busy_timeout", "check"}
+_TRUE = {"on", "true", "1", "yes"}
+_FALSE = {"off", "false", "0", "no"}
+
+
+# -- error translation: the one place sqlite3 errors become eventlog errors -------------------
+
+Build = Callable[[str, str, "str | None"], BaseException]
+
+ERROR_RULES: tuple[tuple[str, str, bool, Build], ...] = (
+    # (SQLite error name prefix, message fragment, only for search queries, build(msg, loc, q))
+    ("SQLITE_CONSTRAINT", "events.stream, events.seq", False, lambda m, loc, q: Conflict("seq", m)),
+    ("SQLITE_CONSTRAINT", "seq 1 of a fork", False, lambda m, loc, q: Conflict("seq", m)),
+    ("SQLITE_CONSTRAINT", "events.id", False, lambda m, loc, q: Conflict("id", m)),
+    ("SQLITE_CONSTRAINT", "forks.stream", False, lambda m, loc, q: Conflict("fork", m)),
+    ("SQLITE_CONSTRAINT", "fork of a stream", False, lambda m, loc, q: Conflict("fork", m)),
+    (
+        "SQLITE_ERROR",
+        "",
+        True,
+        lambda m, loc, q: ValidationError(f"{q!r} is not a valid search query: {m}", field="query"),
+    ),
+    (
+        "SQLITE_BUSY",
+        "",
+        False,
+        lambda m, loc, q: BackendUnavailableError(f"{loc}: locked by another connection ({m})"),
+    ),
+    (
+        "SQLITE_LOCKED",
+        "",
+        False,
+        lambda m, loc, q: BackendUnavailableError(f"{loc}: locked by another connection ({m})"),
+    ),
+    ("SQLITE_CORRUPT", "", False, lambda m, loc, q: CorruptionError(m, location=loc)),
+    ("SQLITE_NOTADB", "", False, lambda m, loc, q: CorruptionError(m, location=loc)),
+    (
+        "SQLITE_FULL",
+        "",
+        False,
+        lambda m, loc, q: BackendUnavailableError(f"{loc}: disk full, nothing written ({m})"),
+    ),
+    ("", "closed database", False, lambda m, loc, q: StoreClosedError(f"store {loc} is closed")),
+)
+"""Checked in order; the first match decides. Anything else is BackendUnavailableError."""
+
+
+def translate_error(exc: BaseException, location: str, query: str | None = None) -> BaseException:
+    """The eventlog error (or backend Conflict) for a sqlite3 error, naming the file."""
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    message = str(exc)
+    for prefix, fragment, search_only, build in ERROR_RULES:
+        if search_only and query is None:
+            continue
+        if name.startswith(prefix) and fragment in message:
+            error = build(message, location, query)
+            error.__cause__ = exc
+            return error
+    error = BackendUnavailableError(
+        f"{location}: SQLite error {name or type(exc).__name__}: {message}"
+    )
+    error.__cause__ = exc
+    return error
+
+
+# -- the backend --------------------------------------------------------------------------------
+
+
+class SQLiteBackend(Backend):
+    """Events in a SQLite file (WAL), shared safely by threads and processes."""
+
+    format = "msgpack"
+    durable = True
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        search: bool | None = None,
+        busy_timeout: float = 10.0,
+        check: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        self.busy_timeout = busy_timeout
+        has_search = open_schema(self.path, search=search, check=check)
+        self.search_enabled = has_search
+        # The base declares wants_text per class; whether this file has an index is only known
+        # once it is open, so it is set on the instance.
+        vars(self)["wants_text"] = has_search
+        self._closed = False
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._writer = GroupWriter(self._connect(), self._translate, self.location)
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.busy_timeout,
+            )
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        return conn
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        return translate_error(exc, self.location)
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._lock:
+                if self._closed:
+                    raise StoreClosedError(f"store {self.location} is closed")
+                conn = self._connect()
+                conn.execute("PRAGMA query_only=ON")
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self._closed:
+            raise StoreClosedError(f"store {self.location} is closed")
+        try:
+            return self._reader().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    def _write(self, work: Callable[[sqlite3.Connection], Any], durability: Durability) -> Any:
+        return self._writer.run(work, durability)
+
+    # -- append ----------------------------------------------------------------------------
+
+    def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
+        """Insert records in one transaction (shared with concurrent appends); return positions."""
+        if not records:
+            return []
+        search = self.search_enabled
+
+        def work(conn: sqlite3.Connection) -> list[int]:
+            # Inside BEGIN IMMEDIATE: no other connection can commit until this one does.
+            head = conn.execute("SELECT max(position) FROM events").fetchone()[0] or 0
+            rows = [
+                (
+                    r.id,
+                    r.stream,
+                    r.seq,
+                    r.ts,
+                    r.type,
+                    r.version,
+                    r.data,
+                    r.meta,
+                    r.causation_id,
+                    r.correlation_id,
+                    r.hash,
+                    r.codec,
+                    head + i,
+                )
+                for i, r in enumerate(records, 1)
+            ]
+            conn.executemany(_INSERT, rows)
+            if search:
+                texts = [(head + i, r.text) for i, r in enumerate(records, 1) if r.text]
+                conn.executemany(_INSERT_TEXT, texts)
+            return list(range(head + 1, head + len(records) + 1))
+
+        positions: list[int] = self._write(work, durability)
+        return positions
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def read(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Own records with first <= seq <= last through the (stream, seq) index."""
+        order = "DESC" if backwards else "ASC"
+        upper = (1 << 62) if last is None else last
+        rows = self._query(
+            f"{_SELECT} WHERE stream = ? AND seq >= ? AND seq <= ? ORDER BY seq {order} LIMIT ?",
+            (stream, first, upper, -1 if limit is None else limit),
+        )
+        return list(starmap(Record, rows))
+
+    def read_all(self, after: int, limit: int) -> list[Record]:
+        """Records after a position, in position (rowid) order."""
+        rows = self._query(
+            f"{_SELECT} WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
+        )
+        return list(starmap(Record, rows))
+
+    def last(self, stream: str) -> Record | None:
+        """The stream's own record with the highest seq."""
+        rows = self._query(f"{_SELECT} WHERE stream = ? ORDER BY seq DESC LIMIT 1", (stream,))
+        return Record(*rows[0]) if rows else None
+
+    def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
+        """Records for whichever ids exist, via the unique id index."""
+        found: dict[str, Record] = {}
+        for start in range(0, len(ids), _ID_CHUNK):
+            chunk = list(ids[start : start + _ID_CHUNK])
+            marks = ", ".join("?" * len(chunk))
+            for row in self._query(f"{_SELECT} WHERE id IN ({marks})", chunk):
+                rec = Record(*row)
+                found[rec.id] = rec
+        return found
+
+    def head_position(self) -> int:
+        """The highest committed position."""
+        rows = self._query("SELECT max(position) FROM events")
+        return int(rows[0][0] or 0)
+
+    def list_streams(self) -> list[StreamInfo]:
+        """Streams with own records (found by skipping through the index) or fork entries."""
+        own = {name: (seq, ts) for name, seq, ts in self._query(_STREAM_NAMES)}
+        forks = {f.stream: f for f in self.list_forks()}
+        out = []
+        for name in sorted(own.keys() | forks.keys()):
+            fork = forks.get(name)
+            seq, ts = own.get(name) or ((fork.at_seq, fork.ts) if fork else (0, 0))
+            parent, at_seq = (fork.parent, fork.at_seq) if fork else (None, 0)
+            out.append(StreamInfo(name, seq, ts, parent, at_seq))
+        return out
+
+    # -- forks -----------------------------------------------------------------------------
+
+    def create_fork(self, fork: ForkInfo) -> None:
+        """Insert a fork entry; the schema refuses a stream that has events or a fork."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO forks (stream, parent, at_seq, ts) VALUES (?, ?, ?, ?)",
+                (fork.stream, fork.parent, fork.at_seq, fork.ts),
+            )
+
+        self._write(work, Durability.FSYNC)
+
+    def get_fork(self, stream: str) -> ForkInfo | None:
+        """The fork entry of a stream."""
+        rows = self._query(
+            "SELECT stream, parent, at_seq, ts FROM forks WHERE stream = ?", (stream,)
+        )
+        return ForkInfo(*rows[0]) if rows else None
+
+    def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
+        """Fork entries sorted by stream name."""
+        if parent is None:
+            rows = self._query("SELECT stream, parent, at_seq, ts FROM forks ORDER BY stream")
+        else:
+            rows = self._query(
+                "SELECT stream, parent, at_seq, ts FROM forks WHERE parent = ? ORDER BY stream",
+                (parent,),
+            )
+        return list(starmap(ForkInfo, rows))
+
+    # -- blobs and snapshots ---------------------------------------------------------------
+
+    def get_blob(self, key: str) -> bytes | None:
+        """A store-level value."""
+        rows = self._query("SELECT value FROM blobs WHERE key = ?", (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def put_blob(self, key: str, value: bytes) -> None:
+        """Set a store-level value, synced to disk."""
+        data = bytes(value)
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO blobs (key, value) VALUES (?, ?)", (key, data))
+
+        self._write(work, Durability.FSYNC)
+
+    def save_snapshot(self, stream: str, name: str, version: int, seq: int, data: bytes) -> None:
+        """Store a snapshot (a cache: it can be rebuilt, so it is not synced on its own)."""
+        blob = bytes(data)
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO snapshots (stream, name, version, seq, data) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (stream, name, version, seq, blob),
+            )
+
+        self._write(work, Durability.BATCH)
+
+    def load_snapshot(
+        self, stream: str, name: str, version: int, max_seq: int | None
+    ) -> tuple[int, bytes] | None:
+        """The newest snapshot at or below max_seq."""
+        rows = self._query(
+            "SELECT seq, data FROM snapshots WHERE stream = ? AND name = ? AND version = ? "
+            "AND seq <= ? ORDER BY seq DESC LIMIT 1",
+            (stream, name, version, (1 << 62) if max_seq is None else max_seq),
+        )
+        return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
+
+    def delete_snapshot(self, stream: str, name: str, version: int, seq: int) -> None:
+        """Drop one snapshot."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM snapshots WHERE stream = ? AND name = ? AND version = ? AND seq = ?",
+                (stream, name, version, seq),
+            )
+
+        self._write(work, Durability.BATCH)
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
+        """FTS5 query over event text, best match (bm25) first; per stream or store-wide."""
+        if not self.search_enabled:
+            raise UsageError(
+                f"{self.location} has no full-text index: create the store with ?search=on"
+            )
+        if self._closed:
+            raise StoreClosedError(f"store {self.location} is closed")
+        try:
+            rows = self._reader().execute(_SEARCH, (query, stream, limit)).fetchall()
+        except sqlite3.Error as exc:
+            raise translate_error(exc, self.location, query) from exc
+        return [SearchHit(s, q, i, p, snip or "", float(rank)) for s, q, i, p, snip, rank in rows]
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Writer counters: commits and jobs (appends share commits under group commit)."""
+        return self._writer.stats()
+
+    def close(self) -> None:
+        """Finish the commit in progress, then close every connection."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            readers, self._readers = self._readers, []
+        self._writer.close()
+        for conn in readers:
+            conn.close()
+
+    @classmethod
+    def from_url(cls, url: str, path: str, options: dict[str, str]) -> SQLiteBackend:
+        """Open `sqlite:///relative.db` or `sqlite:////absolute.db` (docs/backends/sqlite.md)."""
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise UsageError(
+                f"unknown option(s) for sqlite://: {', '.join(sorted(unknown))} "
+                f"(known: {', '.join(sorted(_OPTIONS))})"
+            )
+        search = _flag(options, "search")
+        check = options.get("check", "none")
+        if check not in {"none", "quick"}:
+            raise UsageError(f"option check must be 'none' or 'quick', got {check!r}")
+        try:
+            timeout = float(options.get("busy_timeout", "10"))
+        except ValueError:
+            raise UsageError(
+                f"option busy_timeout must be a number of seconds, got {options['busy_timeout']!r}"
+            ) from None
+        return cls(database_path(path), search=search, busy_timeout=timeout, check=check == "quick")
+
+
+def _flag(options: dict[str, str], name: str) -> bool | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise UsageError(f"option {name} must be on or off, got {value!r}")

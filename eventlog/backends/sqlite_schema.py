@@ -1,0 +1,235 @@
+"""Schema of an eventlog SQLite file: creation, version table, migrations and open-time checks.
+
+Tables are created with sqlite-utils. A new store is built in a temporary file beside the target
+and linked into place, so no process ever sees a half-created schema and two processes creating
+the same store at once end up sharing one of them. Existing files are inspected through a
+read-only connection first: a file that is corrupt, not an eventlog store, or written by a newer
+eventlog is reported by name and never modified.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlite_utils
+
+from eventlog.errors import CorruptionError, SchemaVersionError, UsageError
+
+SCHEMA_VERSION = 1
+"""The schema version this eventlog writes and reads."""
+APPLICATION_ID = 0x45564C47
+"""`PRAGMA application_id` of eventlog files ("EVLG")."""
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+VERSION_TABLE = "eventlog_schema"
+REQUIRED_TABLES = ("events", "forks", "blobs", "snapshots", VERSION_TABLE)
+TEXT_TABLE = "event_text"
+FTS_TABLE = "event_text_fts"
+
+# Forks are guarded by the schema too: seq 1 of a fork is taken by its parent's prefix, and a
+# stream that already has events cannot become a fork. RAISE(ABORT) surfaces as IntegrityError,
+# translated with the other constraint failures.
+_TRIGGERS = (
+    """CREATE TRIGGER events_fork_guard BEFORE INSERT ON events
+    WHEN NEW.seq = 1 AND EXISTS (SELECT 1 FROM forks WHERE stream = NEW.stream)
+    BEGIN SELECT RAISE(ABORT, 'eventlog: seq 1 of a fork'); END""",
+    """CREATE TRIGGER forks_guard BEFORE INSERT ON forks
+    WHEN EXISTS (SELECT 1 FROM events WHERE stream = NEW.stream)
+    BEGIN SELECT RAISE(ABORT, 'eventlog: fork of a stream with events'); END""",
+)
+
+
+def _v1(db: sqlite_utils.Database, search: bool) -> None:
+    """Events (one row each, position = rowid), forks, blobs, snapshots, optional text index."""
+    db.table("events").create(
+        {
+            "position": int,
+            "id": str,
+            "stream": str,
+            "seq": int,
+            "ts": int,
+            "type": str,
+            "version": int,
+            "codec": int,
+            "data": bytes,
+            "meta": bytes,
+            "causation_id": str,
+            "correlation_id": str,
+            "hash": bytes,
+        },
+        pk="position",
+        not_null={"id", "stream", "seq", "ts", "type", "version", "codec", "data", "meta", "hash"},
+    )
+    db.table("events").create_index(["id"], index_name="events_id", unique=True)
+    db.table("events").create_index(["stream", "seq"], index_name="events_stream_seq", unique=True)
+    db.table("forks").create(
+        {"stream": str, "parent": str, "at_seq": int, "ts": int},
+        pk="stream",
+        not_null={"parent", "at_seq", "ts"},
+    )
+    db.table("forks").create_index(["parent"], index_name="forks_parent")
+    db.table("blobs").create({"key": str, "value": bytes}, pk="key", not_null={"value"})
+    db.table("snapshots").create(
+        {"stream": str, "name": str, "version": int, "seq": int, "data": bytes},
+        pk=("stream", "name", "version", "seq"),
+        not_null={"data"},
+    )
+    for sql in _TRIGGERS:
+        db.execute(sql)
+    if search:
+        db.table(TEXT_TABLE).create(
+            {"position": int, "text": str}, pk="position", not_null={"text"}
+        )
+        # The trigger sqlite-utils creates keeps the index in step inside the same transaction.
+        db.table(TEXT_TABLE).enable_fts(
+            ["text"], fts_version="FTS5", create_triggers=True, tokenize="unicode61"
+        )
+
+
+Migration = Callable[[sqlite_utils.Database, bool], None]
+MIGRATIONS: dict[int, Migration] = {1: _v1}
+"""Schema version -> function upgrading a store from the version before it."""
+
+
+def database_path(path: str) -> Path:
+    """The file of a `sqlite://` URL path: `/rel.db` is relative, `//abs.db` absolute."""
+    if not path or path in {"/", "//"}:
+        raise UsageError("sqlite:// needs a file: sqlite:///relative.db or sqlite:////abs.db")
+    if path.startswith("/"):
+        # sqlite:///x.db gives "/x.db": the third slash only ends the empty host (SQLAlchemy's
+        # convention), so one leading slash is dropped; sqlite:////tmp/x.db keeps "/tmp/x.db".
+        path = path[1:]
+    if path in {":memory:", ""}:
+        raise UsageError("sqlite:// needs a file; use memory:// for an in-process store")
+    return Path(path).expanduser()
+
+
+def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
+    """Create or check the store at `path`, migrating it if older; return whether it has search."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(
+            f"cannot open {str(path)!r}: directory {str(parent)!r} does not exist "
+            "(sqlite:///relative/path.db or sqlite:////absolute/path.db)"
+        )
+    if not path.exists() or path.stat().st_size == 0:
+        _create(path, search=bool(search))
+    version, has_search = inspect(path, check=check)
+    if search is not None and search != has_search:
+        state = "has" if has_search else "has no"
+        raise UsageError(
+            f"{path} {state} a full-text index; search is chosen when a store is created "
+            "(export the events into a new store to change it)"
+        )
+    if version < SCHEMA_VERSION:
+        migrate(path, version, has_search)
+    return has_search
+
+
+def _create(path: Path, *, search: bool) -> None:
+    """Build a new store in a temporary file, then move it into place atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            db = sqlite_utils.Database(conn)
+            db.table(VERSION_TABLE).create(
+                {"version": int, "applied_at": int}, pk="version", not_null={"applied_at"}
+            )
+            _apply(db, 0, search)
+        finally:
+            conn.close()
+        if path.exists():
+            # An empty file (e.g. from tempfile) holds nothing yet: replace it.
+            if path.stat().st_size == 0:
+                os.replace(tmp, path)
+        else:
+            with contextlib.suppress(FileExistsError):
+                # Another process may create the same store at the same moment: first one wins.
+                os.link(tmp, path)
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{tmp}{suffix}")
+
+
+def _apply(db: sqlite_utils.Database, current: int, search: bool) -> None:
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        MIGRATIONS[version](db, search)
+        db.execute(
+            f"INSERT INTO {VERSION_TABLE}(version, applied_at) VALUES (?, ?)",
+            [version, time.time_ns()],
+        )
+
+
+def inspect(path: Path, *, check: bool = False) -> tuple[int, bool]:
+    """(schema version, has search) of an existing store; raise naming the file if it is bad."""
+    with path.open("rb") as f:
+        header = f.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        raise CorruptionError(
+            "is not an eventlog database (no SQLite header: corrupt, or another kind of file)",
+            location=str(path),
+        )
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise CorruptionError(f"cannot be opened: {exc}", location=str(path)) from exc
+    try:
+        return _inspect_conn(conn, path, check)
+    except sqlite3.DatabaseError as exc:
+        raise CorruptionError(f"is corrupt: {exc}", location=str(path)) from exc
+    finally:
+        conn.close()
+
+
+def _inspect_conn(conn: sqlite3.Connection, path: Path, check: bool) -> tuple[int, bool]:
+    db = sqlite_utils.Database(conn)
+    tables = set(db.table_names())
+    if VERSION_TABLE not in tables:
+        raise SchemaVersionError(
+            "is a SQLite database but not an eventlog store (no eventlog_schema table)",
+            location=str(path),
+        )
+    row = conn.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
+    version = int(row[0] or 0)
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"has schema version {version}, newer than this eventlog's {SCHEMA_VERSION}: "
+            "upgrade eventlog to open it",
+            location=str(path),
+        )
+    missing = [t for t in REQUIRED_TABLES if t not in tables]
+    if version == SCHEMA_VERSION and missing:
+        raise CorruptionError(f"lacks table(s) {', '.join(missing)}", location=str(path))
+    if check:
+        problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise CorruptionError(f"fails quick_check: {'; '.join(problems)}", location=str(path))
+    return version, FTS_TABLE in tables
+
+
+def migrate(path: Path, version: int, search: bool) -> None:
+    """Upgrade an older store in one write transaction (a no-op if another process did it)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
+        current = int(row[0] or 0)
+        if current < SCHEMA_VERSION:
+            _apply(sqlite_utils.Database(conn), current, search)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.close()

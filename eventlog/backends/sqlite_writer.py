@@ -1,0 +1,173 @@
+"""Group commit for the SQLite backend: concurrent writes share one transaction and one sync.
+
+Every write (an append, a fork, a blob, a snapshot) is a `Job` run on the one writer connection.
+The first thread to find no commit in progress becomes the leader: it takes every job waiting at
+that moment, runs each in its own savepoint (so one job's conflict rolls back only that job),
+commits once with the strictest durability any of them asked for, then wakes the others. A
+thread returns only after the commit that holds its job, so an acknowledged event is as durable
+as its caller asked. While a leader waits for its sync, the next callers queue up and form the
+next group: under load, one sync serves many appends.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from eventlog.backends.base import Durability
+from eventlog.errors import BackendUnavailableError, StoreClosedError
+
+_SYNC = {Durability.FSYNC: "FULL", Durability.BATCH: "NORMAL", Durability.NONE: "OFF"}
+_RANK = {Durability.NONE: 0, Durability.BATCH: 1, Durability.FSYNC: 2}
+_MAX_GROUP = 512
+"""At most this many jobs share one transaction (bounds its size and the leader's latency)."""
+_BUSY_RETRIES = 5
+
+Work = Callable[[sqlite3.Connection], Any]
+Translate = Callable[[BaseException], BaseException]
+
+
+class Job:
+    """One write waiting for (or done by) a group commit."""
+
+    __slots__ = ("done", "durability", "error", "result", "work")
+
+    def __init__(self, work: Work, durability: Durability) -> None:
+        self.work = work
+        self.durability = durability
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class GroupWriter:
+    """Runs jobs on one connection, several per transaction when callers overlap."""
+
+    def __init__(self, conn: sqlite3.Connection, translate: Translate, location: str) -> None:
+        self._conn = conn
+        self._translate = translate
+        self._location = location
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[Job] = []
+        self._leading = False
+        self._closed = False
+        self._sync = ""
+        self.commits = 0
+        """Transactions committed by this writer (appends share them under load)."""
+        self.jobs = 0
+        """Jobs run by this writer."""
+
+    def run(self, work: Work, durability: Durability) -> Any:
+        """Run `work(conn)` in a write transaction; return its result once durable."""
+        job = Job(work, durability)
+        group = self._wait_turn(job)
+        if group is not None:
+            self._lead(group)
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _wait_turn(self, job: Job) -> list[Job] | None:
+        """Queue the job; return the group to commit if this thread leads, None once done."""
+        with self._cond:
+            if self._closed:
+                raise StoreClosedError(f"store {self._location} is closed")
+            self._queue.append(job)
+            while not job.done:
+                if not self._leading:
+                    self._leading = True
+                    group = self._queue[:_MAX_GROUP]
+                    del self._queue[:_MAX_GROUP]
+                    return group
+                self._cond.wait()
+            return None
+
+    def _lead(self, group: list[Job]) -> None:
+        try:
+            self._commit(group)
+        finally:
+            with self._cond:
+                for job in group:
+                    job.done = True
+                self._leading = False
+                self._cond.notify_all()
+
+    def _commit(self, group: list[Job]) -> None:
+        """Run the group in one transaction; every job ends with a result or an error."""
+        conn = self._conn
+        try:
+            self._set_sync(max((j.durability for j in group), key=_RANK.__getitem__))
+            self._begin()
+            if len(group) == 1:
+                group[0].result = group[0].work(conn)
+            else:
+                for job in group:
+                    self._run_in_savepoint(job)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            error = self._translate(exc) if isinstance(exc, sqlite3.Error) else exc
+            for job in group:
+                if job.error is None:
+                    job.error = error
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.commits += 1
+        self.jobs += len(group)
+
+    def _run_in_savepoint(self, job: Job) -> None:
+        conn = self._conn
+        conn.execute("SAVEPOINT job")
+        try:
+            job.result = job.work(conn)
+        except Exception as exc:
+            # Only this job is undone; the others in the group still commit.
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            job.error = self._translate(exc) if isinstance(exc, sqlite3.Error) else exc
+        else:
+            conn.execute("RELEASE job")
+
+    def _set_sync(self, level: Durability) -> None:
+        mode = _SYNC[level]
+        if mode != self._sync:
+            self._conn.execute(f"PRAGMA synchronous={mode}")
+            self._sync = mode
+
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE: take the write lock now, waiting (busy timeout) for other processes."""
+        for attempt in range(_BUSY_RETRIES):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+                # The busy handler already waited the full timeout; back off and try again.
+                time.sleep(0.01 * (attempt + 1))
+        raise BackendUnavailableError(
+            f"{self._location}: another process holds the write lock for too long "
+            f"(busy after {_BUSY_RETRIES} attempts)"
+        )
+
+    def close(self) -> None:
+        """Refuse new jobs and wait for the commit in progress, then close the connection."""
+        with self._cond:
+            self._closed = True
+            while self._leading:
+                self._cond.wait()
+            for job in self._queue:
+                job.error = StoreClosedError(f"store {self._location} is closed")
+                job.done = True
+            self._queue.clear()
+            self._cond.notify_all()
+        self._conn.close()
+
+    def stats(self) -> dict[str, int]:
+        """Commits and jobs so far (jobs > commits when group commit merged callers)."""
+        return {"commits": self.commits, "jobs": self.jobs}
