@@ -1,10 +1,73 @@
-"""Core commands: streams, log, verify, demo."""
+"""Core commands: demo, streams, verify, search, append."""
 
 from __future__ import annotations
 
-import click
+import sys
+from typing import Any
 
-from eventlog.cli.app import cli, console, emit_json, open_store
+import click
+import msgspec
+from rich.table import Table
+
+from eventlog.backends.base import StreamInfo
+from eventlog.cli.app import cli, console, emit_json, open_store, store_url
+from eventlog.demo import record_demo
+from eventlog.errors import ValidationError
+from eventlog.events import Event, EventData, RecordedEvent, event_type
+from eventlog.store import ANY, NO_STREAM, ExpectedSeq
+from eventlog.text import event_text
+
+
+def event_json(event: RecordedEvent) -> dict[str, Any]:
+    """A recorded event as a JSON-ready dict (stable keys)."""
+    return {
+        "id": event.id,
+        "stream": event.stream,
+        "seq": event.seq,
+        "position": event.position,
+        "ts": event.ts,
+        "type": event.type,
+        "data": msgspec.to_builtins(event.data),
+        "meta": event.meta,
+        "causation_id": event.causation_id,
+        "correlation_id": event.correlation_id,
+        "hash": event.hash,
+    }
+
+
+def _info_json(info: StreamInfo) -> dict[str, Any]:
+    return {
+        "stream": info.stream,
+        "last_seq": info.last_seq,
+        "last_ts": info.last_ts,
+        "parent": info.parent,
+        "at_seq": info.at_seq,
+    }
+
+
+def _preview(event: RecordedEvent, width: int = 70) -> str:
+    text = " ".join(event_text(event.data).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@cli.command("demo")
+@click.pass_context
+def demo_cmd(ctx: click.Context) -> None:
+    """Record a scripted agent conversation (and a fork of it), print it and verify the store."""
+    store = open_store(ctx)
+    stream = record_demo(store)
+    table = Table(title=f"{stream} in {store_url(ctx)}")
+    for column in ("seq", "pos", "type", "text"):
+        table.add_column(column)
+    for event in store.read(stream):
+        table.add_row(str(event.seq), str(event.position), event.type, _preview(event))
+    console.print(table)
+    retry = f"{stream}-retry"
+    ancestry = " -> ".join(f"{name}@{seq}" for name, seq in store.ancestry(retry))
+    console.print(f"fork {retry}: {ancestry} -> {store.stream_info(retry).last_seq} events")
+    report = store.verify()
+    status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
+    console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
 
 
 @cli.command("streams")
@@ -14,19 +77,94 @@ def streams_cmd(ctx: click.Context, as_json: bool) -> None:
     """List streams with their length and fork parent."""
     infos = open_store(ctx).streams()
     if as_json:
-        emit_json(
-            [
-                {
-                    "stream": i.stream,
-                    "last_seq": i.last_seq,
-                    "last_ts": i.last_ts,
-                    "parent": i.parent,
-                    "at_seq": i.at_seq,
-                }
-                for i in infos
-            ]
-        )
+        emit_json([_info_json(i) for i in infos])
         return
+    table = Table()
+    for column in ("stream", "events", "fork of"):
+        table.add_column(column)
     for i in infos:
-        fork = f"  (fork of {i.parent} at {i.at_seq})" if i.parent else ""
-        console.print(f"{i.stream}  {i.last_seq} events{fork}", highlight=False)
+        table.add_row(i.stream, str(i.last_seq), f"{i.parent}@{i.at_seq}" if i.parent else "")
+    console.print(table)
+
+
+@cli.command("verify")
+@click.argument("stream", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool) -> None:
+    """Check hash chains, seqs and decoding; exit 1 and name the first bad event if any."""
+    report = open_store(ctx).verify(stream)
+    if as_json:
+        emit_json(
+            {
+                "ok": report.ok,
+                "streams": report.streams,
+                "events": report.events,
+                "problems": [msgspec.to_builtins(p) for p in report.problems],
+            }
+        )
+    else:
+        for p in report.problems:
+            console.print(f"[red]{p.stream} seq {p.seq}[/red] ({p.event_id}): {p.message}")
+        status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
+        console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
+    if not report.ok:
+        ctx.exit(1)
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option("--stream", default=None, help="Search one stream only.")
+@click.option("--limit", default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def search_cmd(
+    ctx: click.Context, query: str, stream: str | None, limit: int, as_json: bool
+) -> None:
+    """Full-text search over event text (SQLite stores)."""
+    hits = open_store(ctx).search(query, stream=stream, limit=limit)
+    if as_json:
+        emit_json([msgspec.to_builtins(h) for h in hits])
+        return
+    for h in hits:
+        console.print(f"{h.stream}@{h.seq}  {h.snippet}", highlight=False)
+
+
+def _parse_event(line: str, index: int) -> Event:
+    try:
+        doc = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"not JSON: {exc}", index=index) from None
+    if not isinstance(doc, dict) or "type" not in doc:
+        raise ValidationError('needs an object with a "type" and a "data"', index=index)
+    cls = event_type(str(doc["type"]))
+    if cls is None:
+        raise ValidationError(f"unknown event type {doc['type']!r}", field="type", index=index)
+    try:
+        data: EventData = msgspec.convert(
+            {**doc.get("data", {}), "type": doc["type"]}, cls, strict=False
+        )
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise ValidationError(str(exc), field="data", index=index) from None
+    extra = {k: doc[k] for k in ("id", "meta", "causation_id", "correlation_id") if k in doc}
+    return Event(data=data, **extra)
+
+
+@cli.command("append")
+@click.argument("stream")
+@click.argument("source", type=click.File("r"), default="-")
+@click.option("--expected-seq", default="any", help="A seq, 'any' or 'no_stream'.")
+@click.pass_context
+def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: str) -> None:
+    """Append events given as JSON lines ({"type": ..., "data": {...}, "meta": {...}})."""
+    events = [_parse_event(line, i) for i, line in enumerate(source) if line.strip()]
+    expected: ExpectedSeq
+    if expected_seq in (ANY, NO_STREAM):
+        expected = expected_seq  # type: ignore[assignment]
+    elif expected_seq.isdigit():
+        expected = int(expected_seq)
+    else:
+        raise click.BadParameter("must be a seq, 'any' or 'no_stream'", param_hint="--expected-seq")
+    stored = open_store(ctx).append(stream, events, expected_seq=expected)
+    emit_json([{"seq": e.seq, "position": e.position, "id": e.id} for e in stored])
+    sys.stdout.flush()

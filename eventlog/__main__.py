@@ -1,0 +1,5 @@
+"""`python -m eventlog` runs the CLI."""
+
+from eventlog.cli import main
+
+main()

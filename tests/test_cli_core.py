@@ -1,0 +1,98 @@
+"""The core CLI commands against real stores, in a subprocess like a user would run them."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import eventlog as el
+from tests.conftest import BACKENDS
+
+PERSISTENT = [b for b in BACKENDS if b != "memory"]
+TEST_CLASSES = {
+    "sqlite": "tests.backends.test_sqlite:TestSQLite",
+    "jsonl": "tests.backends.test_jsonl:TestJSONL",
+    "lmdb": "tests.backends.test_lmdb:TestLMDB",
+}
+
+
+def run(*args: str, store: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "eventlog", "--store", store, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture(params=PERSISTENT)
+def backend_name(request: pytest.FixtureRequest) -> str:
+    """Only backends that persist between CLI invocations."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def store_url(make_url: Callable[[], str]) -> str:
+    return make_url()
+
+
+def test_demo_records_and_verifies(store_url: str) -> None:
+    out = run("demo", store=store_url)
+    assert out.returncode == 0, out.stderr
+    assert "verify: ok" in out.stdout and "demo-1" in out.stdout
+    again = run("demo", store=store_url)
+    assert "demo-2" in again.stdout
+    streams = json.loads(run("streams", "--json", store=store_url).stdout)
+    assert {s["stream"] for s in streams} == {"demo-1", "demo-1-retry", "demo-2", "demo-2-retry"}
+
+
+def test_append_json_lines_and_verify(store_url: str) -> None:
+    lines = "\n".join(
+        [
+            json.dumps({"type": "system_instruction_set", "data": {"text": "hi"}}),
+            json.dumps(
+                {"type": "model_input", "data": {"sections": [{"text": "q"}]}, "meta": {"u": 1}}
+            ),
+        ]
+    )
+    out = run("append", "s", "--expected-seq", "no_stream", store=store_url, stdin=lines)
+    assert out.returncode == 0, out.stderr
+    assert [r["seq"] for r in json.loads(out.stdout)] == [1, 2]
+    bad = run("append", "s", store=store_url, stdin='{"type": "nope"}')
+    assert bad.returncode == 1 and "unknown event type" in bad.stderr
+    conflict = run("append", "s", "--expected-seq", "0", store=store_url, stdin=lines)
+    assert conflict.returncode == 1 and "ConcurrencyError" in conflict.stderr
+    verify = run("verify", "--json", store=store_url)
+    assert verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True
+
+
+def test_verify_exits_1_on_tampering(store_url: str, backend_name: str) -> None:
+    run("demo", store=store_url)
+    with el.open(store_url) as store:
+        _tamper(store, backend_name)
+    out = run("verify", store=store_url)
+    assert out.returncode == 1
+    assert "demo-1 seq 3" in out.stdout
+
+
+def _tamper(store: el.Store, backend_name: str) -> None:
+    """Use the backend test class's own raw-engine tamper."""
+    module, _, name = TEST_CLASSES[backend_name].partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    cls().tamper(store, "demo-1", 3)
+
+
+def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    out = run("streams", store="ftp://nowhere")
+    assert out.returncode == 1
+    assert "UsageError" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,35 @@
+"""Opening stores from URLs: schemes, options, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+import eventlog as el
+
+
+@pytest.mark.parametrize(
+    ("url", "error", "match"),
+    [
+        ("nonsense", el.UsageError, "not a store URL"),
+        ("ftp://x", el.UsageError, "unknown store URL scheme 'ftp'"),
+        ("memory://?bogus=1", el.UsageError, "bogus"),
+        ("memory://?durability=sometimes", el.UsageError, "sometimes"),
+    ],
+)
+def test_bad_urls(url: str, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        el.open(url)
+
+
+def test_options_from_url_and_keywords() -> None:
+    with el.open("memory://?durability=batch&poll_interval=0.5") as store:
+        assert store.durability == el.Durability.BATCH and store.poll_interval == 0.5
+    with el.open("memory://", durability="none") as store:
+        assert store.durability == el.Durability.NONE
+
+
+def test_max_event_bytes_bounds_payloads() -> None:
+    with el.open("memory://?max_event_bytes=100") as store:
+        with pytest.raises(el.ValidationError, match="limit is 100"):
+            store.append("s", [el.ModelInput.from_text("x" * 200)])
+        assert not store.exists("s")
