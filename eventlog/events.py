@@ -200,6 +200,8 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the provider's prompt cache (included in `prompt_tokens`)."""
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -278,6 +280,9 @@ class ModelOutput(EventData, frozen=True, tag="model_output"):
     invocation: Invocation | None = None
     usage: Usage | None = None
     stop_reason: str | None = None
+    """Neutral: end_turn, tool_use, max_tokens, stop_sequence, content_filter, refusal, ..."""
+    provider_stop_reason: str | None = None
+    """The stop / finish reason exactly as the provider reported it."""
 
     def __post_init__(self) -> None:
         ids = [c.id for c in self.tool_calls]
