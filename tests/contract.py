@@ -333,6 +333,17 @@ class BackendContract:
         assert [f.stream for f in store.forks("f1")] == ["f2"]
         assert store.verify().ok
 
+    def test_fork_of_fork_below_the_parents_fork_point(self, store: el.Store) -> None:
+        store.append("p", text_events(4, "p"))
+        store.fork("p", "f1", 3)
+        store.append("f1", text_events(2, "f"))
+        store.fork("f1", "f2", 1)
+        assert texts_of(store.read("f2")) == ["p0"]
+        store.append("f2", text_events(1, "g"), expected_seq=1)
+        assert texts_of(store.read("f2")) == ["p0", "g0"]
+        assert texts_of(store.read("f2", backwards=True)) == ["g0", "p0"]
+        assert store.verify().ok
+
     def test_fork_expected_seq_and_idempotency(self, store: el.Store) -> None:
         store.append("p", text_events(3))
         store.fork("p", "f", 2)
