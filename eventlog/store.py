@@ -570,7 +570,11 @@ class Store:
         count = 0
         location = self.location
         while True:
-            page = self._backend.read(stream, prev_seq + 1, None, limit=PAGE)
+            try:
+                page = self._backend.read(stream, prev_seq + 1, None, limit=PAGE)
+            except CorruptionError as exc:
+                # A record the backend cannot even read (a damaged line) is a problem to report.
+                return count, Problem(stream, exc.seq or prev_seq + 1, None, str(exc))
             for rec in page:
                 count += 1
                 if rec.seq != prev_seq + 1:
