@@ -145,7 +145,15 @@ _header_decoder = msgspec.json.Decoder(Header)
 
 
 def _corrupt(path: Path, line: int, what: str) -> CorruptionError:
-    return CorruptionError(f"{path}: line {line}: {what}")
+    """An error naming a file and line (a header, or a line of no known stream)."""
+    return CorruptionError(what, location=f"{path} line {line}")
+
+
+def _damaged(st: _Stream, seq: int, what: str) -> CorruptionError:
+    """An error naming the file, line, stream and seq of a stream line."""
+    return CorruptionError(
+        what, stream=st.name, seq=seq, location=f"{st.path} line {st.line_no(seq)}"
+    )
 
 
 def _encode_lines(records: Sequence[Record], first_pos: int) -> bytes:
@@ -251,19 +259,19 @@ def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
     seq = first_seq
     while off < len(data):
         nl = data.find(b"\n", off)
+        raw = data[off:] if nl < 0 else data[off:nl]
+        if not raw.strip(b"\x00"):
+            reason = "zero-filled tail"  # the size reached disk, the data did not (power loss)
+            break
         if nl < 0:
             reason = "torn last line (no newline)"
-            break
-        raw = data[off:nl]
-        if not raw.strip(b"\x00"):
-            reason = "zero-filled tail"
             break
         try:
             line = _line_decoder.decode(raw)
         except msgspec.DecodeError as exc:
-            raise _corrupt(st.path, st.line_no(seq), f"not a valid event line: {exc}") from exc
+            raise _damaged(st, seq, f"not a valid event line: {exc}") from exc
         if line.seq != seq:
-            raise _corrupt(st.path, st.line_no(seq), f"has seq {line.seq}, expected {seq}")
+            raise _damaged(st, seq, f"has seq {line.seq}, expected {seq}")
         if not pending:
             pending_off = start + off
         pending.append(line)
@@ -628,14 +636,14 @@ class JSONLBackend(Backend):
         while seq <= hi:
             nl = data.find(b"\n", off)
             if nl < 0:
-                raise _corrupt(st.path, st.line_no(seq), "line is missing (file was modified)")
+                raise _damaged(st, seq, "line is missing (file was modified)")
             if seq >= lo:
                 try:
                     line = _line_decoder.decode(data[off:nl])
                 except msgspec.DecodeError as exc:
-                    raise _corrupt(st.path, st.line_no(seq), f"damaged line: {exc}") from exc
+                    raise _damaged(st, seq, f"damaged line: {exc}") from exc
                 if line.seq != seq:
-                    raise _corrupt(st.path, st.line_no(seq), f"has seq {line.seq}, not {seq}")
+                    raise _damaged(st, seq, f"has seq {line.seq}, not {seq}")
                 yield seq, line
             off = nl + 1
             seq += 1
@@ -877,7 +885,7 @@ class JSONLBackend(Backend):
             raise UsageError(f"lock_timeout must be a number of seconds, got {timeout!r}") from None
         try:
             return cls(path, lock_timeout=seconds)
-        except NotADirectoryError as exc:
+        except (NotADirectoryError, FileExistsError) as exc:
             raise UsageError(f"{url!r}: {path} is not a directory") from exc
 
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import eventlog as el
 from eventlog.backends.jsonl import JSONLBackend
+from eventlog.backends.jsonl_names import is_stem, stem_for
 from tests.contract import DurableContract, FreshURL
 
 
@@ -54,3 +59,407 @@ class TestJSONL(DurableContract):
         info = backend.get_fork(stream)
         first = info.at_seq + 1 if info else 1
         tamper_file(backend.stream_path(stream), seq - first + 2)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _events(n: int, prefix: str = "m") -> list[el.Event]:
+    return [el.Event(data=el.ModelInput.from_text(f"{prefix}{i}")) for i in range(n)]
+
+
+def _texts(store: el.Store, stream: str) -> list[str]:
+    return [e.data.text for e in store.read(stream)]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+def _open(root: Path, **options: object) -> el.Store:
+    return el.open(f"jsonl://{root}", **options)
+
+
+# -- stream names ----------------------------------------------------------------------------
+
+ESCAPES = [
+    "../escape",
+    "../../../../etc/passwd",
+    "/absolute/path",
+    "..",
+    ".",
+    "a/../../b",
+    "C:\\Windows\\system32",
+    "\\\\server\\share",
+    "CON",
+    "nul",
+    "com1.txt",
+    "LPT9",
+    "streams/../index.log",
+    "~",
+    "x" * 200,
+    " leading space",
+    "trailing.dot.",
+]
+
+
+def test_stem_shape_for_hostile_names() -> None:
+    for name in ESCAPES:
+        stem = stem_for(name)
+        assert is_stem(stem), stem
+        assert "/" not in stem and "\\" not in stem and "." not in stem and "\x00" not in stem
+        assert len(stem) < 100
+        # Windows reserves CON, CON.txt, ...: a stem always has a `~hash` after the slug
+        assert stem.split(".")[0].upper() not in {"CON", "PRN", "AUX", "NUL", "COM1", "LPT9"}
+
+
+def test_path_escapes_stay_inside_the_directory(root: Path) -> None:
+    with _open(root) as store:
+        for i, name in enumerate(ESCAPES):
+            store.append(name, _events(1, f"e{i}-"))
+        for i, name in enumerate(ESCAPES):
+            assert _texts(store, name) == [f"e{i}-0"]
+        assert sorted(s.stream for s in store.streams()) == sorted(ESCAPES)
+    outside = {p for p in root.parent.rglob("*") if root not in p.parents and p != root}
+    assert outside == set(), outside
+    names = {p.name for p in (root / "streams").iterdir()}
+    assert len(names) == len(ESCAPES)
+    assert all(is_stem(n.removesuffix(".jsonl")) for n in names)
+    with _open(root) as store:
+        assert sorted(s.stream for s in store.streams()) == sorted(ESCAPES)
+
+
+COLLIDING = [
+    ["A", "a"],
+    ["a/b", "a_b", "a b", "a.b", "a\\b", "A/B"],
+    ["会话", "对话", "🙂", "_"],
+    ["Chat-1", "chat-1", "CHAT-1", "chat_1"],
+]
+
+
+@pytest.mark.parametrize("names", COLLIDING, ids=["case", "separators", "dropped", "mixed"])
+def test_colliding_names_get_distinct_files(root: Path, names: list[str]) -> None:
+    stems = [stem_for(n) for n in names]
+    # distinct even after case folding (case-insensitive file systems)
+    assert len({s.lower() for s in stems}) == len(names)
+    with _open(root) as store:
+        for i, name in enumerate(names):
+            store.append(name, _events(i + 1, f"{i}-"))
+    with _open(root) as store:
+        for i, name in enumerate(names):
+            assert _texts(store, name) == [f"{i}-{k}" for k in range(i + 1)]
+        assert sorted(s.stream for s in store.streams()) == sorted(names)
+        assert store.verify().ok
+
+
+def test_file_name_is_readable(root: Path) -> None:
+    with _open(root) as store:
+        store.append("Chat/42", _events(1))
+        path = _backend(store).stream_path("Chat/42")
+    assert path.name.startswith("chat_42~") and path.suffix == ".jsonl"
+    header, line = path.read_text().splitlines()
+    assert '"stream":"Chat/42"' in header
+    assert line.startswith('{"seq":1,"pos":1,"id":')
+    assert '"data":{"type":"model_input"' in line
+
+
+def test_file_holding_another_name_is_reported(root: Path) -> None:
+    with _open(root) as store:
+        store.append("a", _events(1))
+        path = _backend(store).stream_path("a")
+    path.write_bytes(path.read_bytes().replace(b'"stream":"a"', b'"stream":"b"', 1))
+    with pytest.raises(el.CorruptionError, match=r"line 1.*does not match the file name"):
+        _open(root)
+
+
+# -- crash recovery --------------------------------------------------------------------------
+
+
+def test_torn_tail_is_cut_and_reported(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with _open(root) as store:
+        store.append("s", _events(3))
+        store.append("s", _events(1, "last"))
+        path = _backend(store).stream_path("s")
+    size = path.stat().st_size
+    with path.open("r+b") as f:  # a crash mid-line: the last line loses its end
+        f.truncate(size - 40)
+    with caplog.at_level("WARNING", logger="eventlog.backends.jsonl"), _open(root) as store:
+        repairs = _backend(store).repairs
+        assert len(repairs) == 1
+        (repair,) = repairs
+        assert repair.file == str(path) and repair.line == 5
+        assert repair.offset == path.stat().st_size and repair.length == size - 40 - repair.offset
+        assert "torn" in repair.reason
+        assert _texts(store, "s") == ["m0", "m1", "m2"]
+        assert store.verify().ok
+        store.append("s", _events(1, "after"), expected_seq=3)
+        assert _texts(store, "s") == ["m0", "m1", "m2", "after0"]
+    assert any("cut" in r.message and str(path) in r.message for r in caplog.records)
+    with _open(root) as store:
+        assert _backend(store).repairs == []
+        assert store.verify().ok
+
+
+def test_unfinished_batch_is_cut_whole(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(1))
+        store.append("s", _events(3, "b"))
+        path = _backend(store).stream_path("s")
+        index = root / "index.log"
+    lines = path.read_bytes().splitlines(keepends=True)
+    # the crash hit after two of the batch's three lines; its index line was never written
+    path.write_bytes(b"".join(lines[:4]))
+    index.write_bytes(b"".join(index.read_bytes().splitlines(keepends=True)[:1]))
+    with _open(root) as store:
+        (repair,) = _backend(store).repairs
+        assert repair.line == 3 and "unfinished" in repair.reason
+        assert _texts(store, "s") == ["m0"]
+        assert store.head_position() == 1
+
+
+def test_complete_unindexed_append_is_rolled_forward(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(2))
+        store.append("t", _events(1, "t"))
+        first = store.head_position()
+    index = root / "index.log"
+    # the writer died after its lines were written but before its index line
+    index.write_bytes(b"".join(index.read_bytes().splitlines(keepends=True)[:1]))
+    with _open(root) as store:
+        assert _backend(store).repairs == []
+        assert _texts(store, "t") == ["t0"]
+        assert store.head_position() == first
+        assert [e.position for e in store.read_all()] == [1, 2, 3]
+
+
+def test_torn_index_line_is_cut(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(2))
+    index = root / "index.log"
+    index.write_bytes(index.read_bytes() + b"B 3 1 s~0")
+    with _open(root) as store:
+        (repair,) = _backend(store).repairs
+        assert repair.file == str(index) and "torn index" in repair.reason
+        assert _texts(store, "s") == ["m0", "m1"]
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "stale"])
+def test_index_is_rebuilt_from_the_logs(root: Path, damage: str) -> None:
+    with _open(root) as store:
+        store.append("a", _events(2))
+        store.append("b", _events(1, "b"))
+        store.fork("a", "f", 1)
+        store.append("f", _events(1, "f"))
+        store.append("a", _events(1, "a"))
+        expected = [(e.stream, e.seq, e.position) for e in store.read_all()]
+    index = root / "index.log"
+    if damage == "missing":
+        index.unlink()
+    elif damage == "garbage":
+        index.write_bytes(b"not an index\n" + index.read_bytes())
+    else:
+        index.write_bytes(index.read_bytes().replace(b"B 1 2 ", b"B 1 2 zz~0000000000000000 "))
+    with _open(root) as store:
+        assert [(e.stream, e.seq, e.position) for e in store.read_all()] == expected
+        assert _texts(store, "f") == ["m0", "f0"]
+        assert store.forks("a")[0].stream == "f"
+        assert store.verify().ok
+
+
+def test_zero_filled_tail_is_cut(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(2))
+        path = _backend(store).stream_path("s")
+    with path.open("ab") as f:  # power loss: the size grew, the data never arrived
+        f.write(b"\x00" * 300)
+    with _open(root) as store:
+        (repair,) = _backend(store).repairs
+        assert repair.length == 300 and "zero" in repair.reason
+        assert _texts(store, "s") == ["m0", "m1"]
+
+
+# -- damaged and edited files ----------------------------------------------------------------
+
+
+def test_damaged_middle_line_names_file_and_line(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(5))
+        path = _backend(store).stream_path("s")
+    start, end = _line_span(path, 4)  # seq 3
+    data = bytearray(path.read_bytes())
+    data[start + 10 : start + 20] = b"#" * 10
+    path.write_bytes(bytes(data))
+    with _open(root) as store:
+        with pytest.raises(el.CorruptionError) as err:
+            list(store.read("s"))
+        assert f"{path} line 4" in str(err.value) and err.value.seq == 3
+        assert [e.seq for e in store.read("s", 1, 2)] == [1, 2]
+        with pytest.raises(el.CorruptionError, match="line 4"):
+            list(store.read_all())
+        report = store.verify()
+        (problem,) = report.problems
+        assert problem.stream == "s" and problem.seq == 3
+        assert f"{path} line 4" in problem.message
+
+
+def test_damaged_line_found_while_rebuilding(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(3))
+        path = _backend(store).stream_path("s")
+    (root / "index.log").unlink()
+    start, _ = _line_span(path, 3)
+    data = bytearray(path.read_bytes())
+    data[start] = ord("#")
+    path.write_bytes(bytes(data))
+    with pytest.raises(el.CorruptionError, match=r"line 3"):
+        _open(root)
+
+
+def test_hand_edited_file_is_caught_by_the_hash_chain(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(5))
+        path = _backend(store).stream_path("s")
+    text = path.read_text()
+    assert text.count('"text":"m2"') == 1
+    path.write_text(text.replace('"text":"m2"', '"text":"m2, edited by hand"'))
+    with _open(root) as store:
+        report = store.verify()
+        (problem,) = report.problems
+        assert (problem.stream, problem.seq) == ("s", 3)
+        assert "hash mismatch" in problem.message
+
+
+def test_same_length_edit_while_open_is_caught(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(5))
+        tamper_file(_backend(store).stream_path("s"), 3)
+        (problem,) = store.verify().problems
+        assert problem.seq == 2
+
+
+# -- locks and processes ---------------------------------------------------------------------
+
+HOLDER = """
+import fcntl, sys, time
+fd = open(sys.argv[1], "a+b")
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_lock(root: Path, seconds: float) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root / "lock"), str(seconds)], stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"locked\n"
+    return proc
+
+
+def test_lock_held_by_another_process_times_out_clearly(root: Path) -> None:
+    with _open(root, lock_timeout=0.3) as store:
+        store.append("s", _events(1))
+        proc = _hold_lock(root, 30)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(el.BackendUnavailableError, match="holds the write lock"):
+                store.append("s", _events(1, "blocked"))
+            assert 0.25 < time.monotonic() - t0 < 5
+            with pytest.raises(el.BackendUnavailableError, match="lock_timeout"):
+                _open(root, lock_timeout=0.1)
+            assert _texts(store, "s") == ["m0"]  # readers do not need the lock
+        finally:
+            proc.kill()
+            proc.communicate()
+        store.append("s", _events(1, "after"))
+        assert _texts(store, "s") == ["m0", "after0"]
+
+
+def test_writer_waits_for_a_briefly_held_lock(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(1))
+        proc = _hold_lock(root, 0.5)
+        try:
+            t0 = time.monotonic()
+            store.append("s", _events(1, "waited"))
+            assert time.monotonic() - t0 > 0.2
+        finally:
+            proc.communicate()
+        assert _texts(store, "s") == ["m0", "waited0"]
+
+
+WRITER = """
+import sys
+import eventlog as el
+store = el.open(sys.argv[1], durability="none")
+for i in range(int(sys.argv[3])):
+    store.append(sys.argv[2] if i % 2 else "shared", [el.Checkpoint(label=str(i))] * 1)
+store.close()
+"""
+
+
+def test_processes_appending_concurrently(root: Path) -> None:
+    url = f"jsonl://{root}"
+    el.open(url).close()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, url, f"p{i}", "60"], env=env)
+        for i in range(3)
+    ]
+    seen: list[int] = []
+    with _open(root) as store:
+        sub = store.subscribe()
+        while any(p.poll() is None for p in procs) or len(seen) < 180:
+            seen.extend(e.position for e in sub.poll(timeout=0.05))
+            assert len(seen) <= 180
+        assert all(p.returncode == 0 for p in procs)
+        assert seen == list(range(1, 181))
+        shared = list(store.read("shared"))
+        assert [e.seq for e in shared] == list(range(1, 91))
+        assert store.verify().ok
+
+
+# -- options, durability, compression --------------------------------------------------------
+
+
+@pytest.mark.parametrize("durability", ["fsync", "batch", "none"])
+def test_each_durability_level_round_trips(root: Path, durability: str) -> None:
+    with _open(root, durability=durability) as store:
+        for i in range(3):
+            store.append("s", _events(2, f"{i}-"))
+    with _open(root) as store:
+        assert len(_texts(store, "s")) == 6 and store.verify().ok
+
+
+def test_compressed_payloads_are_stored_base64(root: Path) -> None:
+    big = el.ModelInput.from_text("compress me " * 400)
+    with _open(root, compression="zstd", compress_min_bytes=100) as store:
+        store.append("s", [big, el.Checkpoint(label="small")])
+        path = _backend(store).stream_path("s")
+    _, first, second = path.read_text().splitlines()
+    assert '"codec":' in first and '"data_b64":' in first and '"data":' not in first
+    assert '"data":{"type":"checkpoint"' in second
+    with _open(root) as store:
+        assert [e.data for e in store.read("s")] == [big, el.Checkpoint(label="small")]
+        assert store.verify().ok
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("jsonl://", "names no directory"),
+        ("jsonl:///tmp/x?bogus=1", "unknown option"),
+        ("jsonl:///tmp/x?lock_timeout=soon", "lock_timeout"),
+    ],
+)
+def test_bad_urls(url: str, match: str) -> None:
+    with pytest.raises(el.UsageError, match=match):
+        el.open(url)
+
+
+def test_url_pointing_at_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(el.UsageError, match="not a directory"):
+        el.open(f"jsonl://{target}")
