@@ -1,0 +1,156 @@
+"""JSONL backend vs raw JSON-lines file writes and reads on the same events, in the same run.
+
+Run:  .venv/bin/pytest benchmarks/test_bench_jsonl.py --benchmark-enable -s
+
+Each test measures eventlog and the raw baseline alternately (best of a few rounds, so a noisy
+neighbour hurts both alike), prints the rates and their ratio, and records them in the
+benchmark's `extra_info` (kept by `--benchmark-json`). The raw baseline is what a careful user
+would write by hand: one line per event, `{"seq", "id", "data"}` built with orjson around the
+payload encoded by one msgspec JSON encoder, appended to one file, `fdatasync` every 100 events
+(the JSONL backend syncs with `fdatasync` too); replay iterates the file's lines and decodes each
+with one typed msgspec decoder.
+
+Goals (issue 4): 100-event batches with one sync per batch >= 0.7x raw; replay of a 10k-event
+stream, decoded, >= 0.7x raw. The figures are printed, not asserted: timing on a shared machine
+is too noisy for a pass/fail gate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+import pytest
+
+import eventlog as el
+from benchmarks.workload import conversation_events
+from eventlog.events import registered_event_types
+
+BATCH = 100
+APPEND_EVENTS = 5_000
+REPLAY_EVENTS = 10_000
+ROUNDS = 3
+
+
+@pytest.fixture(scope="module")
+def workload() -> list[el.EventData]:
+    return conversation_events(REPLAY_EVENTS)
+
+
+@pytest.fixture
+def fresh_path(tmp_path: Path) -> Callable[[], Path]:
+    counter = itertools.count()
+    return lambda: tmp_path / f"b{next(counter)}"
+
+
+def _report(benchmark: Any, name: str, ours: float, raw: float, goal: float) -> None:
+    ratio = ours / raw
+    verdict = "ok" if ratio >= goal else "MISSED"
+    print(
+        f"\n{name}: eventlog {ours:,.0f}/s, raw {raw:,.0f}/s, "
+        f"ratio {ratio:.2f} (goal >= {goal}) {verdict}"
+    )
+    benchmark.extra_info.update(
+        {"eventlog_per_s": ours, "baseline_per_s": raw, "ratio": ratio, "goal": goal}
+    )
+
+
+def _union() -> Any:
+    types = tuple(registered_event_types().values())
+    union: Any = types[0]
+    for t in types[1:]:
+        union = union | t
+    return union
+
+
+# -- appends -------------------------------------------------------------------------------------
+
+
+def _eventlog_batches(path: Path, events: list[el.Event]) -> float:
+    with el.open(f"jsonl://{path}", durability="fsync") as store:
+        t0 = time.perf_counter()
+        for i in range(0, len(events), BATCH):
+            store.append("s", events[i : i + BATCH])
+        return len(events) / (time.perf_counter() - t0)
+
+
+def _raw_lines(events: list[el.Event]) -> list[bytes]:
+    encode = msgspec.json.Encoder().encode
+    return [
+        orjson.dumps({"seq": j + 1, "id": e.id, "data": orjson.Fragment(encode(e.data))})
+        for j, e in enumerate(events)
+    ]
+
+
+def _raw_batches(path: Path, events: list[el.Event]) -> float:
+    path.mkdir()
+    fd = os.open(path / "s.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    t0 = time.perf_counter()
+    for i in range(0, len(events), BATCH):
+        lines = _raw_lines(events[i : i + BATCH])
+        os.write(fd, b"\n".join(lines) + b"\n")
+        os.fdatasync(fd)
+    rate = len(events) / (time.perf_counter() - t0)
+    os.close(fd)
+    return rate
+
+
+def test_batch_appends_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    events = [el.Event(data=d) for d in workload[:APPEND_EVENTS]]
+    ours = raw = 0.0
+    for _ in range(ROUNDS):
+        raw = max(raw, _raw_batches(fresh_path(), events))
+        ours = max(ours, _eventlog_batches(fresh_path(), events))
+    benchmark.pedantic(lambda: _eventlog_batches(fresh_path(), events), rounds=1, iterations=1)
+    _report(benchmark, f"{BATCH}-event batches, one fdatasync each", ours, raw, 0.7)
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+
+def test_replay_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    ours_path, raw_path = fresh_path(), fresh_path()
+    events = [el.Event(data=d) for d in workload]
+    with el.open(f"jsonl://{ours_path}", durability="none") as store:
+        for i in range(0, len(events), 1000):
+            store.append("s", events[i : i + 1000])
+    raw_path.mkdir()
+    (raw_path / "s.jsonl").write_bytes(b"".join(line + b"\n" for line in _raw_lines(events)))
+    envelope = msgspec.defstruct("RawLine", [("seq", int), ("id", str), ("data", _union())])
+    decode = msgspec.json.Decoder(envelope).decode
+
+    def raw_replay() -> float:
+        t0 = time.perf_counter()
+        with open(raw_path / "s.jsonl", "rb") as f:
+            out = [decode(line) for line in f]
+        assert len(out) == len(events)
+        return len(out) / (time.perf_counter() - t0)
+
+    with el.open(f"jsonl://{ours_path}") as store:
+
+        def our_replay() -> float:
+            t0 = time.perf_counter()
+            out = list(store.read("s"))
+            assert len(out) == len(events)
+            return len(out) / (time.perf_counter() - t0)
+
+        ours = raw = 0.0
+        for _ in range(ROUNDS + 2):
+            raw = max(raw, raw_replay())
+            ours = max(ours, our_replay())
+        benchmark.pedantic(our_replay, rounds=3, iterations=1)
+    _report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream, decoded", ours, raw, 0.7)
+    size = sum(p.stat().st_size for p in ours_path.rglob("*") if p.is_file()) / len(events)
+    raw_size = (raw_path / "s.jsonl").stat().st_size / len(events)
+    print(f"bytes on disk per event: eventlog {size:,.0f}, raw {raw_size:,.0f}")
+    benchmark.extra_info["bytes_per_event"] = {"eventlog": size, "raw": raw_size}
