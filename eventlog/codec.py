@@ -76,7 +76,7 @@ def validate_stream_name(stream: object) -> str:
     return stream
 
 
-class Encoded(msgspec.Struct, frozen=True):
+class Encoded(msgspec.Struct, frozen=True, gc=False):
     """An event encoded and validated, before seq, ts and hash are known."""
 
     id: str

@@ -20,8 +20,12 @@ from eventlog.errors import UsageError
 # Payload base and registry
 
 
-class EventData(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
-    """Base of every event payload kind; subclasses set `tag=` (persisted, never renamed)."""
+class EventData(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", gc=False):
+    """Base of every event payload kind; subclasses set `tag=` (persisted, never renamed).
+
+    Instances are not tracked by the cycle collector (`gc=False`): payloads are immutable
+    trees, and replaying 100k events would otherwise make every collection walk them all.
+    """
 
     __schema_version__: ClassVar[int] = 1
 
@@ -85,7 +89,7 @@ def upcaster(tag: str, from_version: int) -> Upcaster | None:
 # Building blocks
 
 
-class Section(msgspec.Struct, frozen=True, kw_only=True):
+class Section(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One titled piece of an input, with optional shorter Level-of-Detail variants."""
 
     text: str
@@ -97,7 +101,7 @@ class Section(msgspec.Struct, frozen=True, kw_only=True):
     """The shortest variant used when the entry is downgraded to Gist."""
 
 
-class Attachment(msgspec.Struct, frozen=True, kw_only=True):
+class Attachment(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An image or file given to the model: inline bytes or a reference, never both."""
 
     media_type: str
@@ -112,7 +116,7 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"media_type {self.media_type!r} is not a MIME type")
 
 
-class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="text"):
+class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="text", gc=False):
     """Text the model produced."""
 
     text: str
@@ -120,7 +124,9 @@ class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag=
     """Provider artifact attached to this part (Gemini thought signature), sent back verbatim."""
 
 
-class ReasoningPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="reasoning"):
+class ReasoningPart(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="reasoning", gc=False
+):
     """Reasoning / thinking, with the issuer's opaque artifacts kept byte-identical."""
 
     text: str = ""
@@ -136,7 +142,9 @@ class ReasoningPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
     """OpenAI reasoning summary texts."""
 
 
-class RefusalPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="refusal"):
+class RefusalPart(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="refusal", gc=False
+):
     """The model declined to answer."""
 
     text: str
@@ -145,7 +153,7 @@ class RefusalPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", t
 Part = TextPart | ReasoningPart | RefusalPart
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A tool call as the model produced it: raw argument text kept exactly."""
 
     id: str
@@ -183,7 +191,7 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class Invocation(msgspec.Struct, frozen=True, kw_only=True):
+class Invocation(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Which provider, API specification and model produced an output."""
 
     provider: str
@@ -193,7 +201,7 @@ class Invocation(msgspec.Struct, frozen=True, kw_only=True):
     model: str
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
+class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Token usage the provider reported for one response."""
 
     prompt_tokens: int = 0
@@ -204,7 +212,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     """Prompt tokens written to the provider's prompt cache (included in `prompt_tokens`)."""
 
 
-class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A tool the model may call: name, description and JSON schema of its arguments."""
 
     name: str
@@ -217,7 +225,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
 ToolStatus = Literal["success", "failed", "skipped"]
 
 
-class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The result of one tool call, with optional Level-of-Detail variants."""
 
     call_id: str
@@ -389,7 +397,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     correlation_id: str | None = None
 
 
-class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
+class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An event as stored: placed in its stream (seq) and in the store (position)."""
 
     id: str

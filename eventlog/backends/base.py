@@ -27,7 +27,7 @@ class Durability(enum.StrEnum):
     """No sync: fastest; a crash of the machine may lose recent commits."""
 
 
-class Record(msgspec.Struct, frozen=True):
+class Record(msgspec.Struct, frozen=True, gc=False):
     """One stored event: encoded payload and envelope, exactly as a backend keeps it."""
 
     id: str
