@@ -1,0 +1,288 @@
+"""The conformance suite on LMDB, plain, zstd-compressed and with a trained dictionary; plus what
+is particular to LMDB: key layout, map growth (in this process and by another), shared handles,
+error translation and URL options."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import lmdb
+import msgspec
+import pytest
+
+import eventlog as el
+from eventlog.backends import lmdb as lmdb_backend
+from eventlog.backends.lmdb import LMDBBackend, event_key, pack_row, unpack_row
+from eventlog.compression import ACTIVE_DICT_BLOB, dict_blob_key
+from tests.contract import DurableContract, FreshURL, text_events, texts_of
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def raw_rewrite(store: el.Store, stream: str, seq: int, **changes: object) -> None:
+    """Rewrite one stored record underneath the store, with raw lmdb access."""
+    backend = store.backend
+    assert isinstance(backend, LMDBBackend)
+    env = backend.env
+    key = event_key(stream, seq)
+    with env.begin(write=True) as txn:
+        events = env.open_db(b"events", txn=txn)
+        rec = unpack_row(stream, txn.get(key, db=events))
+        txn.put(key, pack_row(msgspec.structs.replace(rec, **changes), rec.position), db=events)
+
+
+def flip_last_byte(store: el.Store, stream: str, seq: int) -> None:
+    """Alter the stored payload bytes of one event."""
+    (rec,) = store.backend.read(stream, seq, seq)
+    data = bytearray(rec.data)
+    data[-1] ^= 0x5A
+    raw_rewrite(store, stream, seq, data=bytes(data))
+
+
+class TestLMDB(DurableContract):
+    @pytest.fixture
+    def fresh_url(self, tmp_path: Path) -> FreshURL:
+        counter = itertools.count()
+        return lambda: f"lmdb://{tmp_path}/l{next(counter)}"
+
+    def tamper(self, store: el.Store, stream: str, seq: int) -> None:
+        flip_last_byte(store, stream, seq)
+
+
+class TestLMDBZstd(TestLMDB):
+    """Every payload zstd-compressed (threshold 0), so the suite runs on codec 1 records."""
+
+    @pytest.fixture
+    def fresh_url(self, tmp_path: Path) -> FreshURL:
+        counter = itertools.count()
+        return lambda: f"lmdb://{tmp_path}/z{next(counter)}?compression=zstd&compress_min_bytes=0"
+
+
+@functools.cache
+def trained_dictionary() -> tuple[int, bytes]:
+    """A dictionary trained on events like the suite's, made once per session."""
+    import zstandard
+
+    from benchmarks.workload import conversation_events
+
+    encode = msgspec.msgpack.Encoder().encode
+    samples = [encode(e.data) for e in text_events(300)]
+    samples += [encode(e) for e in conversation_events(300)]
+    trained = zstandard.train_dictionary(8192, samples, dict_id=4242, level=3)
+    return trained.dict_id(), trained.as_bytes()
+
+
+class TestLMDBZstdDictionary(TestLMDB):
+    """Each fresh store already holds an active dictionary, so the suite runs on codec 2."""
+
+    @pytest.fixture
+    def fresh_url(self, tmp_path: Path) -> FreshURL:
+        counter = itertools.count()
+        dict_id, raw = trained_dictionary()
+
+        def make() -> str:
+            path = f"{tmp_path}/d{next(counter)}"
+            backend = LMDBBackend(path)
+            backend.put_blob(dict_blob_key(dict_id), raw)
+            backend.put_blob(ACTIVE_DICT_BLOB, str(dict_id).encode())
+            backend.close()
+            return f"lmdb://{path}?compression=zstd&compress_min_bytes=0"
+
+        return make
+
+    def test_records_use_the_dictionary(self, store: el.Store) -> None:
+        store.append("s", text_events(3))
+        assert {r.codec for r in store.backend.read("s", 1, None)} == {2}
+
+
+# -- LMDB specifics --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"lmdb://{tmp_path}/store"
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[el.Store]:
+    with el.open(url, durability="none") as s:
+        yield s
+
+
+def test_stream_keys_are_prefix_free_and_isolated(store: el.Store) -> None:
+    cjk = "会" * 200  # 600 UTF-8 bytes: longer than an LMDB key
+    names = ["a", "a b", "ab", "a~", "b", cjk, cjk[:-1] + "话", "x" * 200]
+    for name in names:
+        store.append(name, text_events(3, f"{name}-"))
+    for name in names:
+        assert texts_of(store.read(name)) == [f"{name}-{i}" for i in range(3)]
+        assert texts_of(store.read(name, backwards=True, limit=2)) == [f"{name}-2", f"{name}-1"]
+        assert store.read_last(name, 1)[0].seq == 3
+    assert [s.stream for s in store.streams()] == sorted(names)
+    assert all(len(event_key(n, 1)) <= 511 for n in names)
+    keys = [lmdb_backend.stream_key(n) for n in names]
+    assert not any(a != b and b.startswith(a) for a in keys for b in keys)
+    assert [e.stream for e in store.read_all()] == [n for n in names for _ in range(3)]
+
+
+def test_map_grows_when_full_and_readers_never_see_map_full(tmp_path: Path) -> None:
+    url = f"lmdb://{tmp_path}/small?map_size=65536"
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    with el.open(url, durability="none") as store:
+        store.append("r", text_events(1))
+
+        def reader() -> None:
+            try:
+                while not stop.is_set():
+                    list(store.read("r"))
+                    list(store.read_all(limit=50))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reader) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(40):
+                store.append("big", [el.Checkpoint(label=f"{i}" + "x" * 20_000)])
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert not errors
+        backend = store.backend
+        assert isinstance(backend, LMDBBackend)
+        assert backend.map_size > 65536
+        assert store.stream_info("big").last_seq == 40
+        assert store.verify().ok
+
+
+_GROW_SCRIPT = """
+import sys
+import eventlog as el
+with el.open(sys.argv[1], durability="none") as store:
+    for i in range(60):
+        store.append("other", [el.Checkpoint(label=str(i) + "y" * 30000)])
+    print(store.backend.map_size)
+"""
+
+
+def test_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None:
+    url = f"lmdb://{tmp_path}/shared?map_size=65536"
+    with el.open(url, durability="none") as store:
+        store.append("mine", text_events(2))
+        out = subprocess.run(
+            [sys.executable, "-c", _GROW_SCRIPT, url],
+            capture_output=True,
+            check=True,
+            cwd=ROOT,
+            text=True,
+        )
+        assert int(out.stdout) > 65536
+        store.append("mine", text_events(1, "after"), expected_seq=2)
+        assert store.stream_info("other").last_seq == 60
+        assert len(list(store.read("other"))) == 60
+        assert texts_of(store.read("mine")) == ["m0", "m1", "after0"]
+
+
+def test_one_environment_per_process_and_path(url: str) -> None:
+    a = el.open(url)
+    b = el.open(url)
+    assert isinstance(a.backend, LMDBBackend) and isinstance(b.backend, LMDBBackend)
+    assert a.backend.env is b.backend.env
+    a.append("s", text_events(1))
+    a.close()
+    assert texts_of(b.read("s")) == ["m0"]
+    b.close()
+    with el.open(url) as c:
+        assert c.stream_info("s").last_seq == 1
+
+
+def test_damaged_record_names_stream_and_seq(store: el.Store) -> None:
+    store.append("s", text_events(3))
+    backend = store.backend
+    assert isinstance(backend, LMDBBackend)
+    with backend.env.begin(write=True) as txn:
+        txn.put(event_key("s", 2), b"\xc1garbage", db=backend.env.open_db(b"events", txn=txn))
+    with pytest.raises(el.CorruptionError) as err:
+        list(store.read("s"))
+    assert err.value.stream == "s" and err.value.seq == 2
+    assert "store" in str(err.value)
+    with pytest.raises(el.CorruptionError):
+        list(store.read_all())
+    report = store.verify()
+    assert [(p.stream, p.seq) for p in report.problems] == [("s", 2)]
+
+
+def test_newer_layout_is_refused(tmp_path: Path) -> None:
+    path = str(tmp_path / "future")
+    LMDBBackend(path).close()
+    env = lmdb.open(path, max_dbs=8)
+    with env.begin(write=True) as txn:
+        txn.put(b"layout", b"99", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with pytest.raises(el.SchemaVersionError, match="99"):
+        el.open(f"lmdb://{path}")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (lmdb.CorruptedError, el.CorruptionError),
+        (lmdb.PageNotFoundError, el.CorruptionError),
+        (lmdb.InvalidError, el.CorruptionError),
+        (lmdb.VersionMismatchError, el.CorruptionError),
+        (lmdb.ReadersFullError, el.BackendUnavailableError),
+        (lmdb.DiskError, el.BackendUnavailableError),
+        (lmdb.LockError, el.BackendUnavailableError),
+        (lmdb.Error, el.BackendUnavailableError),
+    ],
+)
+def test_error_translation(error: type[lmdb.Error], expected: type[Exception]) -> None:
+    translated = lmdb_backend._translate(error("boom"), "/some/dir")
+    assert type(translated) is expected
+    assert "/some/dir" in str(translated)
+
+
+def test_not_an_lmdb_directory(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("not a directory")
+    with pytest.raises(el.BackendUnavailableError):
+        el.open(f"lmdb://{target}")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "data.mdb").write_bytes(b"\x00" * 16384)
+    with pytest.raises(el.CorruptionError):
+        el.open(f"lmdb://{bad}")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?map_size=lots", "?map_size=0", "?max_readers=-1", "?colour=blue", "?compression=gzip"],
+)
+def test_bad_options_are_usage_errors(tmp_path: Path, query: str) -> None:
+    with pytest.raises(el.UsageError):
+        el.open(f"lmdb://{tmp_path}/o{query}")
+
+
+def test_empty_path_is_a_usage_error() -> None:
+    with pytest.raises(el.UsageError):
+        el.open("lmdb://")
+
+
+def test_snapshot_keys_with_long_names(store: el.Store) -> None:
+    b = store.backend
+    long_name = "p" * 1000
+    b.save_snapshot("s", long_name, 1, 5, b"five")
+    b.save_snapshot("s", long_name, 1, 7, b"seven")
+    b.save_snapshot("s", long_name + "x", 1, 6, b"other")
+    assert b.load_snapshot("s", long_name, 1, 6) == (5, b"five")
+    assert b.load_snapshot("s", long_name, 1, None) == (7, b"seven")
+    assert b.load_snapshot("s", long_name, -3, None) is None
