@@ -66,6 +66,7 @@ ORDER BY bm25({FTS_TABLE}), e.position DESC LIMIT ?3
 _ID_CHUNK = 500
 """Ids per `IN (...)` query (SQLite's default limit on parameters is 32766; keep them short)."""
 _OPTIONS = {"search", "busy_timeout", "check"}
+_MMAP_BYTES = 256 * 1024 * 1024
 _TRUE = {"on", "true", "1", "yes"}
 _FALSE = {"off", "false", "0", "no"}
 
@@ -186,6 +187,8 @@ class SQLiteBackend(Backend):
                     raise StoreClosedError(f"store {self.location} is closed")
                 conn = self._connect()
                 conn.execute("PRAGMA query_only=ON")
+                # Reading pages through a memory map saves a copy and a syscall per page.
+                conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
                 self._readers.append(conn)
             self._local.conn = conn
         return conn

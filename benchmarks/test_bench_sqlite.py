@@ -1,0 +1,269 @@
+"""SQLite backend vs raw `sqlite3` on the same events, in the same run (issue 3 goals).
+
+Run:  .venv/bin/pytest benchmarks/test_bench_sqlite.py --benchmark-enable -s
+
+Each test measures eventlog and the raw baseline alternately (best of a few rounds, so a noisy
+neighbour hurts both alike), prints the rates and their ratio, and records them in the benchmark's
+`extra_info` (kept by `--benchmark-json`). The raw baseline is what a careful user would write by
+hand: a WAL table `(position INTEGER PRIMARY KEY, id UNIQUE, stream, seq, data,
+UNIQUE(stream, seq))`, events encoded with one msgspec MessagePack encoder.
+
+Goals: batch >= 0.8x raw; single durable >= 0.8x raw; 8 threads >= 3x the single-writer durable
+rate; replay >= 0.8x raw. The figures are printed, not asserted: timing on a shared machine is too
+noisy for a pass/fail gate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import eventlog as el
+from benchmarks.workload import conversation_events
+from eventlog.backends.sqlite import SQLiteBackend
+from eventlog.events import registered_event_types
+
+BATCH_EVENTS = 5_000
+SINGLE_EVENTS = 600
+THREADS = 8
+PER_THREAD = 150
+REPLAY_EVENTS = 10_000
+ROUNDS = 3
+
+_RAW_SCHEMA = """
+CREATE TABLE events (
+    position INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, stream TEXT NOT NULL,
+    seq INTEGER NOT NULL, data BLOB NOT NULL, UNIQUE (stream, seq)
+)
+"""
+_RAW_INSERT = "INSERT INTO events (id, stream, seq, data) VALUES (?, ?, ?, ?)"
+
+
+@pytest.fixture(scope="module")
+def workload() -> list[el.EventData]:
+    return conversation_events(REPLAY_EVENTS)
+
+
+@pytest.fixture
+def fresh_path(tmp_path: Path) -> Callable[[], Path]:
+    counter = itertools.count()
+    return lambda: tmp_path / f"b{next(counter)}.db"
+
+
+def _url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _raw_db(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute(_RAW_SCHEMA)
+    return conn
+
+
+def _disk_bytes(path: Path) -> int:
+    return sum(
+        os.path.getsize(f"{path}{suffix}")
+        for suffix in ("", "-wal")
+        if os.path.exists(f"{path}{suffix}")
+    )
+
+
+def _best(fn: Callable[[], float], rounds: int = ROUNDS) -> float:
+    """The best events/s of a few rounds (fn returns its own rate)."""
+    return max(fn() for _ in range(rounds))
+
+
+def _report(benchmark: Any, name: str, ours: float, raw: float, goal: float) -> None:
+    ratio = ours / raw
+    verdict = "ok" if ratio >= goal else "MISSED"
+    print(
+        f"\n{name}: eventlog {ours:,.0f}/s, baseline {raw:,.0f}/s, "
+        f"ratio {ratio:.2f} (goal >= {goal}) {verdict}"
+    )
+    benchmark.extra_info.update(
+        {"eventlog_per_s": ours, "baseline_per_s": raw, "ratio": ratio, "goal": goal}
+    )
+
+
+# -- appends ------------------------------------------------------------------------------------
+
+
+def _eventlog_batches(path: Path, data: list[el.EventData], size: int, durability: str) -> float:
+    events = [el.Event(data=d) for d in data]
+    with el.open(_url(path), durability=durability) as store:
+        t0 = time.perf_counter()
+        for i in range(0, len(events), size):
+            store.append("s", events[i : i + size])
+        return len(events) / (time.perf_counter() - t0)
+
+
+def _raw_batches(path: Path, data: list[el.EventData], size: int, synchronous: str) -> float:
+    conn = _raw_db(path, synchronous)
+    encode = msgspec.msgpack.Encoder().encode
+    ids = [el.new_event_id() for _ in data]
+    t0 = time.perf_counter()
+    for i in range(0, len(data), size):
+        rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + size, len(data)))]
+        conn.execute("BEGIN")
+        conn.executemany(_RAW_INSERT, rows)
+        conn.execute("COMMIT")
+    rate = len(data) / (time.perf_counter() - t0)
+    conn.close()
+    return rate
+
+
+def _raw_autocommit(path: Path, data: list[el.EventData]) -> float:
+    conn = _raw_db(path, "FULL")
+    encode = msgspec.msgpack.Encoder().encode
+    ids = [el.new_event_id() for _ in data]
+    t0 = time.perf_counter()
+    for j, d in enumerate(data):
+        conn.execute(_RAW_INSERT, (ids[j], "s", j + 1, encode(d)))
+    rate = len(data) / (time.perf_counter() - t0)
+    conn.close()
+    return rate
+
+
+def test_batch_appends_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    data = workload[:BATCH_EVENTS]
+    ours = raw = 0.0
+    for _ in range(ROUNDS):
+        raw = max(raw, _raw_batches(fresh_path(), data, 100, "NORMAL"))
+        ours = max(ours, _eventlog_batches(fresh_path(), data, 100, "batch"))
+    benchmark.pedantic(
+        lambda: _eventlog_batches(fresh_path(), data, 100, "batch"), rounds=1, iterations=1
+    )
+    _report(benchmark, "100-event batches, durability=batch", ours, raw, 0.8)
+
+
+def test_single_durable_appends_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    data = workload[:SINGLE_EVENTS]
+    ours = raw = 0.0
+    for _ in range(ROUNDS):
+        raw = max(raw, _raw_autocommit(fresh_path(), data))
+        ours = max(ours, _eventlog_batches(fresh_path(), data, 1, "fsync"))
+    benchmark.pedantic(
+        lambda: _eventlog_batches(fresh_path(), data, 1, "fsync"), rounds=1, iterations=1
+    )
+    _report(benchmark, "single durable appends (fsync)", ours, raw, 0.8)
+
+
+def _threaded(path: Path, data: list[el.EventData]) -> tuple[float, dict[str, int]]:
+    events = [el.Event(data=data[i % len(data)]) for i in range(THREADS * PER_THREAD)]
+    with el.open(_url(path), durability="fsync") as store:
+        barrier = threading.Barrier(THREADS + 1)
+
+        def worker(t: int) -> None:
+            mine = events[t * PER_THREAD : (t + 1) * PER_THREAD]
+            barrier.wait()
+            for ev in mine:
+                store.append(f"thread{t}", [ev])
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+        for th in threads:
+            th.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for th in threads:
+            th.join()
+        rate = len(events) / (time.perf_counter() - t0)
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+        return rate, backend.stats()
+
+
+def test_group_commit_8_threads_vs_single_writer(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    data = workload[:SINGLE_EVENTS]
+    single = threaded = 0.0
+    stats: dict[str, int] = {}
+    for _ in range(ROUNDS):
+        single = max(single, _eventlog_batches(fresh_path(), data, 1, "fsync"))
+        rate, stats = _threaded(fresh_path(), data)
+        threaded = max(threaded, rate)
+    benchmark.pedantic(lambda: _threaded(fresh_path(), data), rounds=1, iterations=1)
+    print(f"\ngroup commit: {stats['jobs']} appends in {stats['commits']} commits")
+    benchmark.extra_info["commits"] = stats
+    _report(benchmark, f"{THREADS} threads durable vs one writer durable", threaded, single, 3.0)
+
+
+# -- replay and size ----------------------------------------------------------------------------
+
+
+def test_replay_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    ours_path, raw_path = fresh_path(), fresh_path()
+    events = [el.Event(data=d) for d in workload]
+    with el.open(_url(ours_path), durability="none") as store:
+        for i in range(0, len(events), 1000):
+            store.append("s", events[i : i + 1000])
+    conn = _raw_db(raw_path, "OFF")
+    encode = msgspec.msgpack.Encoder().encode
+    conn.execute("BEGIN")
+    conn.executemany(
+        _RAW_INSERT, [(e.id, "s", i + 1, encode(e.data)) for i, e in enumerate(events)]
+    )
+    conn.execute("COMMIT")
+    union = tuple(registered_event_types().values())
+    decode = msgspec.msgpack.Decoder(union[0] if len(union) == 1 else Any).decode
+    typed = msgspec.msgpack.Decoder(_union_of(union)).decode
+
+    def raw_replay() -> float:
+        t0 = time.perf_counter()
+        rows = conn.execute("SELECT data FROM events WHERE stream = ? ORDER BY seq", ("s",))
+        out = [typed(r[0]) for r in rows]
+        assert len(out) == len(events)
+        return len(out) / (time.perf_counter() - t0)
+
+    with el.open(_url(ours_path)) as store:
+
+        def our_replay() -> float:
+            t0 = time.perf_counter()
+            out = list(store.read("s"))
+            assert len(out) == len(events)
+            return len(out) / (time.perf_counter() - t0)
+
+        ours = raw = 0.0
+        for _ in range(ROUNDS + 2):
+            raw = max(raw, raw_replay())
+            ours = max(ours, our_replay())
+        benchmark.pedantic(our_replay, rounds=3, iterations=1)
+    conn.close()
+    del decode
+    _report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream", ours, raw, 0.8)
+    ours_size = _disk_bytes(ours_path) / len(events)
+    raw_size = _disk_bytes(raw_path) / len(events)
+    payload = sum(len(encode(e.data)) for e in events) / len(events)
+    print(
+        f"bytes on disk per event: eventlog {ours_size:,.0f}, baseline {raw_size:,.0f}, "
+        f"payload {payload:,.0f}"
+    )
+    benchmark.extra_info["bytes_per_event"] = {
+        "eventlog": ours_size,
+        "baseline": raw_size,
+        "payload": payload,
+    }
+
+
+def _union_of(types: tuple[type[el.EventData], ...]) -> Any:
+    union: Any = types[0]
+    for t in types[1:]:
+        union = union | t
+    return union
