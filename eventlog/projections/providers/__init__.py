@@ -1,0 +1,1 @@
+"""Provider adapters: response ingest, history import (and, later, request renderers)."""
