@@ -1,0 +1,48 @@
+"""Provider commands: import a history, ingest a response (JSON body or SSE stream)."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+import click
+
+from eventlog.cli.app import cli, emit_json, open_store
+from eventlog.events import Event, RecordedEvent
+from eventlog.projections.providers.common import decode_json
+from eventlog.projections.providers.importers import FORMATS, import_history
+from eventlog.projections.providers.ingest import PROVIDERS, ingest_text
+
+
+def _written(stream: str, records: list[RecordedEvent]) -> dict[str, Any]:
+    return {
+        "stream": stream,
+        "count": len(records),
+        "events": [
+            {"seq": r.seq, "id": r.id, "position": r.position, "type": r.type} for r in records
+        ],
+    }
+
+
+@cli.command("import")
+@click.argument("stream")
+@click.option("--format", "fmt", required=True, type=click.Choice(FORMATS), help="History format.")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.pass_context
+def import_cmd(ctx: click.Context, stream: str, fmt: str, file: TextIO) -> None:
+    """Import a provider history (JSON file or - for stdin) into STREAM, all or nothing."""
+    body = decode_json(file.read(), f"{fmt} history {file.name}")
+    records = import_history(open_store(ctx), stream, fmt, body)
+    emit_json(_written(stream, records))
+
+
+@cli.command("ingest")
+@click.argument("stream")
+@click.option("--provider", required=True, type=click.Choice(PROVIDERS), help="Response format.")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.pass_context
+def ingest_cmd(ctx: click.Context, stream: str, provider: str, file: TextIO) -> None:
+    """Record a provider response (a JSON body or an SSE stream, FILE or -) as one output."""
+    output = ingest_text(provider, file.read())
+    event = Event(data=output, meta={"source": f"ingest:{provider}"})
+    records = open_store(ctx).append(stream, [event])
+    emit_json(_written(stream, records))
