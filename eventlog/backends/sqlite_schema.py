@@ -122,9 +122,9 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
         _create(path, search=bool(search))
     version, has_search = inspect(path, check=check)
     if search is not None and search != has_search:
-        state = "has" if has_search else "has no"
+        state = "has a" if has_search else "has no"
         raise UsageError(
-            f"{path} {state} a full-text index; search is chosen when a store is created "
+            f"{path} {state} full-text index; search is chosen when a store is created "
             "(export the events into a new store to change it)"
         )
     if version < SCHEMA_VERSION:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import eventlog as el
+from eventlog.backends.base import Conflict, Durability, Record
 from eventlog.backends.sqlite import SQLiteBackend
-from tests.contract import DurableContract, FreshURL
+from tests.contract import DurableContract, FreshURL, text_events, texts_of
 
 
 def url_for(path: Path, **options: str) -> str:
@@ -43,3 +47,251 @@ class TestSQLite(DurableContract):
 
     def tamper(self, store: el.Store, stream: str, seq: int) -> None:
         raw_tamper(store, stream, seq)
+
+
+# -- several processes -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_multiprocess_writers_and_reader(tmp_path: Path) -> None:
+    from tests.multiprocess import check_multiprocess
+
+    counts = check_multiprocess(url_for(tmp_path / "mp.db"), writers=4, rounds=40)
+    assert counts["events"] == 320
+
+
+# -- group commit -------------------------------------------------------------------------------
+
+
+def test_group_commit_shares_commits_and_loses_nothing(tmp_path: Path) -> None:
+    n_threads, per = 8, 40
+    with el.open(url_for(tmp_path / "g.db"), durability="fsync") as store:
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+        before = backend.stats()
+        barrier = threading.Barrier(n_threads)
+        acked: list[str] = []
+        lock = threading.Lock()
+
+        def worker(t: int) -> None:
+            barrier.wait()
+            for i in range(per):
+                (rec,) = store.append(f"t{t}", text_events(1, f"{t}-{i}-"))
+                with lock:
+                    acked.append(rec.id)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        stats = backend.stats()
+        appends = stats["jobs"] - before["jobs"]
+        commits = stats["commits"] - before["commits"]
+        assert appends == n_threads * per
+        assert commits < appends, stats
+        assert sorted(e.id for e in store.read_all()) == sorted(acked)
+        assert store.verify().ok
+
+
+def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
+    """A conflicting append inside a shared transaction rolls back alone (savepoint)."""
+    backend = SQLiteBackend(tmp_path / "c.db")
+    taken = el.new_event_id()
+    base = dict(ts=1, type="checkpoint", version=1, data=b"\x80", meta=b"", hash=bytes(32))
+    backend.append(
+        [Record(taken, "x", 1, causation_id=None, correlation_id=None, **base)], Durability.NONE
+    )
+    writer = backend._writer
+    results: dict[str, object] = {}
+    gate = threading.Event()
+
+    def slow_first(conn: sqlite3.Connection) -> None:
+        gate.wait(5)  # hold the lead so the next two jobs queue up and share one group
+
+    def append(name: str, rec: Record) -> None:
+        try:
+            results[name] = backend.append([rec], Durability.FSYNC)
+        except Conflict as exc:
+            results[name] = exc
+
+    holder = threading.Thread(target=writer.run, args=(slow_first, Durability.NONE))
+    holder.start()
+    time.sleep(0.05)
+    good = Record(el.new_event_id(), "y", 1, causation_id=None, correlation_id=None, **base)
+    bad = Record(taken, "z", 1, causation_id=None, correlation_id=None, **base)
+    threads = [
+        threading.Thread(target=append, args=("bad", bad)),
+        threading.Thread(target=append, args=("good", good)),
+    ]
+    for th in threads:
+        th.start()
+    time.sleep(0.1)
+    commits = writer.commits
+    gate.set()
+    for th in [holder, *threads]:
+        th.join()
+    assert isinstance(results["bad"], Conflict) and results["bad"].kind == "id"
+    assert results["good"] == [2]
+    assert writer.commits == commits + 2  # the holder's group, then bad+good in one
+    assert backend.last("y") is not None and backend.last("z") is None
+    backend.close()
+
+
+# -- opening bad files: clear errors, nothing modified ------------------------------------------
+
+
+def _populated(path: Path) -> None:
+    with el.open(url_for(path)) as store:
+        store.append("s", text_events(300))
+
+
+def _corrupt_middle(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    for offset in range(4096, len(data) - 4096, 4096):
+        data[offset + 8 : offset + 200] = b"\xff" * 192  # smash b-tree page headers
+    path.write_bytes(bytes(data))
+
+
+def _newer_schema(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("INSERT INTO eventlog_schema (version, applied_at) VALUES (99, 0)")
+    conn.close()
+
+
+def _foreign_sqlite(path: Path) -> None:
+    path.unlink()
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("INSERT INTO notes (body) VALUES ('hello')")
+    conn.close()
+
+
+def _text_file(path: Path) -> None:
+    path.write_text("this is not a database\n" * 200)
+
+
+def _truncated_header(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+@pytest.mark.parametrize(
+    ("damage", "error", "message"),
+    [
+        (_text_file, el.CorruptionError, "not an eventlog database"),
+        (_foreign_sqlite, el.SchemaVersionError, "not an eventlog store"),
+        (_newer_schema, el.SchemaVersionError, "schema version 99"),
+        (_truncated_header, el.CorruptionError, ""),
+    ],
+)
+def test_bad_files_are_refused_untouched(
+    tmp_path: Path, damage: Callable[[Path], None], error: type[Exception], message: str
+) -> None:
+    path = tmp_path / "bad.db"
+    _populated(path)
+    damage(path)
+    before = path.read_bytes()
+    with pytest.raises(error) as err:
+        el.open(url_for(path))
+    assert str(path) in str(err.value) and message in str(err.value)
+    assert path.read_bytes() == before
+
+
+def test_corrupt_pages_are_reported_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    _populated(path)
+    _corrupt_middle(path)
+    before = path.read_bytes()
+    with pytest.raises(el.CorruptionError) as err:
+        el.open(url_for(path, check="quick"))
+    assert str(path) in str(err.value)
+    assert path.read_bytes() == before
+    # Without the open-time check, reading the damaged pages reports the same way.
+    with pytest.raises(el.CorruptionError) as err, el.open(url_for(path)) as store:
+        list(store.read("s"))
+    assert str(path) in str(err.value)
+
+
+# -- search --------------------------------------------------------------------------------------
+
+
+def test_search_finds_events_per_stream_and_store_wide(tmp_path: Path) -> None:
+    with el.open(url_for(tmp_path / "s.db", search="on")) as store:
+        store.append("a", [el.ModelInput.from_text("the quick brown fox")])
+        store.append("b", [el.ModelInput.from_text("a lazy dog and a quick cat")])
+        store.append("b", [el.Checkpoint(label="nothing here")])
+        hits = store.search("quick")
+        assert {(h.stream, h.seq) for h in hits} == {("a", 1), ("b", 1)}
+        assert all("[quick]" in h.snippet for h in hits)
+        (hit,) = store.search("quick", stream="b")
+        assert hit.id == store.get("b", 1).id and hit.position == 2
+        assert store.search("fox OR dog", limit=1)[0].stream in {"a", "b"}
+        assert store.search("elephant") == []
+
+
+def test_search_is_chosen_at_creation(tmp_path: Path) -> None:
+    path = tmp_path / "plain.db"
+    with el.open(url_for(path)) as store:
+        store.append("a", text_events(1))
+        with pytest.raises(el.UsageError, match="search=on"):
+            store.search("m0")
+    with pytest.raises(el.UsageError, match="has no full-text index"):
+        el.open(url_for(path, search="on"))
+    with el.open(url_for(tmp_path / "fts.db", search="on")) as store:
+        store.append("a", text_events(1))
+    with el.open(url_for(tmp_path / "fts.db")) as store:  # the index stays on when reopened
+        store.append("a", text_events(1, "later"))
+        assert [h.seq for h in store.search("later0")] == [2]
+
+
+# -- URLs and options ----------------------------------------------------------------------------
+
+
+def test_relative_and_absolute_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    for url, file in [
+        ("sqlite:///rel.db", tmp_path / "rel.db"),
+        ("sqlite://rel2.db", tmp_path / "rel2.db"),
+        ("sqlite:///sub/x.db", tmp_path / "sub" / "x.db"),
+        (f"sqlite:///{tmp_path}/abs.db", tmp_path / "abs.db"),
+    ]:
+        with el.open(url) as store:
+            store.append("s", text_events(1))
+        assert file.exists(), url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///x.db?colour=blue",
+        "sqlite:///x.db?search=maybe",
+        "sqlite:///x.db?busy_timeout=soon",
+        "sqlite:///x.db?check=full",
+        "sqlite://",
+        "sqlite://:memory:",
+        "sqlite:///missing-dir/x.db",
+    ],
+)
+def test_bad_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(el.UsageError):
+        el.open(url)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_close_releases_files_and_reopen_sees_everything(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    store = el.open(url_for(path))
+    store.append("s", text_events(5))
+    threads = [threading.Thread(target=lambda: list(store.read("s"))) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    store.close()
+    assert not Path(f"{path}-wal").exists()  # the last connection closed checkpoints the WAL
+    with el.open(url_for(path)) as again:
+        assert texts_of(again.read("s")) == [f"m{i}" for i in range(5)]
