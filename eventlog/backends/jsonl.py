@@ -55,15 +55,16 @@ class Line(msgspec.Struct, kw_only=True, omit_defaults=True):
     v: int
     batch_end: int
     """Seq of the last event of the append this line belongs to (a torn batch is detectable)."""
-    data: msgspec.Raw = _NO_JSON
-    """The payload JSON exactly as encoded by the core (the hash covers these bytes)."""
-    codec: int = 0
-    data_b64: str | None = None
-    """A compressed payload (`codec` != 0), base64."""
-    meta: msgspec.Raw = _NO_JSON
     causation_id: str | None = None
     correlation_id: str | None = None
     hash: str
+    codec: int = 0
+    meta: msgspec.Raw = _NO_JSON
+    data_b64: str | None = None
+    """A compressed payload (`codec` != 0), base64."""
+    data: msgspec.Raw = _NO_JSON
+    """The payload JSON exactly as encoded by the core (the hash covers these bytes); last, so
+    a reader can slice it out of the line instead of parsing it twice (see `_decode_line`)."""
 
 
 class Header(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -182,8 +183,30 @@ def _encode_lines(records: Sequence[Record], first_pos: int) -> bytes:
     )
 
 
-def _to_record(line: Line, stream: str, position: int) -> Record:
-    data = base64.b64decode(line.data_b64 or "") if line.codec else bytes(line.data)
+_DATA_KEY = b',"data":'
+
+
+def _decode_line(raw: bytes) -> tuple[Line, bytes]:
+    """Decode a line and its stored payload bytes, parsing the payload JSON only once (later).
+
+    The payload is the line's last value, so it is the bytes between the envelope's `,"data":`
+    and the closing brace. That key is the first `,"data":` whose prefix closes into a valid
+    envelope: one inside `meta` leaves an object open, and none can occur inside a string.
+    Lines of another shape (edited by hand, compressed payloads) take the full decode.
+    """
+    cut = raw.find(_DATA_KEY)
+    while cut >= 0 and raw[-1:] == b"}":
+        try:
+            line = _line_decoder.decode(raw[:cut] + b"}")
+        except msgspec.DecodeError:
+            cut = raw.find(_DATA_KEY, cut + 1)
+            continue
+        return line, raw[cut + len(_DATA_KEY) : -1]
+    line = _line_decoder.decode(raw)
+    return line, base64.b64decode(line.data_b64 or "") if line.codec else bytes(line.data)
+
+
+def _to_record(line: Line, data: bytes, stream: str, position: int) -> Record:
     return Record(
         line.id,
         stream,
@@ -267,8 +290,8 @@ def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
             reason = "torn last line (no newline)"
             break
         try:
-            line = _line_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+            line, _ = _decode_line(raw)
+        except (msgspec.DecodeError, ValueError) as exc:
             raise _damaged(st, seq, f"not a valid event line: {exc}") from exc
         if line.seq != seq:
             raise _damaged(st, seq, f"has seq {line.seq}, expected {seq}")
@@ -625,8 +648,8 @@ class JSONLBackend(Backend):
 
     # -- reads -------------------------------------------------------------------------------
 
-    def _lines(self, st: _Stream, lo: int, hi: int) -> Iterator[tuple[int, Line]]:
-        """(seq, line) for committed seqs lo..hi of a stream, read in one go."""
+    def _lines(self, st: _Stream, lo: int, hi: int) -> Iterator[tuple[int, Line, bytes]]:
+        """(seq, line, payload) for committed seqs lo..hi of a stream, read in one go."""
         i = bisect.bisect_right(st.seqs, lo) - 1
         j = bisect.bisect_right(st.seqs, hi) - 1
         start, end = st.batches[i].offset, st.batches[j].end
@@ -639,12 +662,12 @@ class JSONLBackend(Backend):
                 raise _damaged(st, seq, "line is missing (file was modified)")
             if seq >= lo:
                 try:
-                    line = _line_decoder.decode(data[off:nl])
-                except msgspec.DecodeError as exc:
+                    line, payload = _decode_line(data[off:nl])
+                except (msgspec.DecodeError, ValueError) as exc:
                     raise _damaged(st, seq, f"damaged line: {exc}") from exc
                 if line.seq != seq:
                     raise _damaged(st, seq, f"has seq {line.seq}, not {seq}")
-                yield seq, line
+                yield seq, line, payload
             off = nl + 1
             seq += 1
 
@@ -656,11 +679,11 @@ class JSONLBackend(Backend):
         out = []
         i = bisect.bisect_right(st.seqs, lo) - 1
         b = st.batches[i]
-        for seq, line in self._lines(st, lo, hi):
+        for seq, line, payload in self._lines(st, lo, hi):
             if seq >= b.seq + b.n:
                 i += 1
                 b = st.batches[i]
-            out.append(_to_record(line, st.name, b.pos + seq - b.seq))
+            out.append(_to_record(line, payload, st.name, b.pos + seq - b.seq))
         return out
 
     def read(

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 import eventlog as el
@@ -463,3 +464,30 @@ def test_url_pointing_at_a_file(tmp_path: Path) -> None:
     target.write_text("x")
     with pytest.raises(el.UsageError, match="not a directory"):
         el.open(f"jsonl://{target}")
+
+
+def test_payload_slicing_survives_data_keys_in_meta_and_payload(root: Path) -> None:
+    tricky = el.Event(
+        data=el.Custom(kind="k", data={"data": {"data": '","data":'}, "x": "}"}),
+        meta={"a": {"data": 1}, "data": ',"data":{}'},
+    )
+    with _open(root) as store:
+        store.append("s", [tricky])
+    with _open(root) as store:
+        (read,) = store.read("s")
+        assert read.data == tricky.data and read.meta == tricky.meta
+        assert store.verify().ok
+
+
+def test_line_with_reordered_keys_still_reads(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", [el.Event(data=el.Checkpoint(label="x"), meta={"k": 1})])
+        path = _backend(store).stream_path("s")
+    header, line = path.read_bytes().splitlines()
+    fields = orjson.loads(line)
+    reordered = {"data": fields.pop("data"), **fields}
+    path.write_bytes(header + b"\n" + orjson.dumps(reordered) + b"\n")
+    with _open(root) as store:
+        (read,) = store.read("s")
+        assert read.data == el.Checkpoint(label="x") and read.meta == {"k": 1}
+        assert store.verify().ok
