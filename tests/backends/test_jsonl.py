@@ -491,3 +491,10 @@ def test_line_with_reordered_keys_still_reads(root: Path) -> None:
         (read,) = store.read("s")
         assert read.data == el.Checkpoint(label="x") and read.meta == {"k": 1}
         assert store.verify().ok
+
+
+def test_multiprocess_writers_and_reader(root: Path) -> None:
+    from tests.multiprocess import check_multiprocess
+
+    counts = check_multiprocess(f"jsonl://{root}", writers=4, rounds=40)
+    assert counts["events"] == 320
