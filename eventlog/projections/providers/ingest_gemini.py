@@ -5,6 +5,7 @@ Accepts the REST spelling (camelCase) and the google-genai SDK's `model_dump()` 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from typing import Any
 
@@ -121,6 +122,8 @@ class GeminiAccumulator(Accumulator):
 
     def _fold_part(self, p: dict[str, Any], where: str) -> None:
         signature = first_of(p, "thoughtSignature", "thought_signature")
+        if isinstance(signature, bytes):  # google-genai decodes it; REST sends base64 text
+            signature = base64.b64encode(signature).decode()
         call = first_of(p, "functionCall", "function_call")
         if isinstance(call, dict):
             name = call.get("name")

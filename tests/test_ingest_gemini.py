@@ -1,0 +1,132 @@
+"""Gemini ingest: generateContent bodies, stream chunk dicts, SSE text, JSON arrays, snake_case."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+import pytest
+
+from eventlog import Invocation, ModelOutput, ProviderMappingError, TextPart, ToolCall, Usage
+from eventlog.events import ReasoningPart
+from eventlog.projections.providers.ingest import ingest_text
+from eventlog.projections.providers.ingest_gemini import ingest_response, ingest_sse, ingest_stream
+from tests.fake_provider import sse_text
+
+MODEL = "gemini-2.5-pro"
+THOUGHT = "Two cities, two calls. 東京 🌍"
+TEXT = "Checking the weather. مرحبا"
+SIG = base64.b64encode(bytes(range(256))).decode()
+USAGE = {
+    "promptTokenCount": 100,
+    "candidatesTokenCount": 20,
+    "thoughtsTokenCount": 15,
+    "cachedContentTokenCount": 50,
+    "totalTokenCount": 135,
+}
+EXPECTED = ModelOutput(
+    parts=(ReasoningPart(text=THOUGHT), TextPart(text=TEXT)),
+    tool_calls=(
+        ToolCall.parse("get_weather_0", "get_weather", '{"city":"Paris"}', signature=SIG),
+        ToolCall.parse("call-7", "get_time", "{}"),
+    ),
+    invocation=Invocation(provider="google", specification="generateContent", model=MODEL),
+    usage=Usage(
+        prompt_tokens=100, completion_tokens=35, cached_prompt_tokens=50, reasoning_tokens=15
+    ),
+    stop_reason="tool_use",
+    provider_stop_reason="STOP",
+)
+CALL_A = {
+    "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+    "thoughtSignature": SIG,
+}
+CALL_B = {"functionCall": {"name": "get_time", "args": {}, "id": "call-7"}}
+
+
+def chunk(
+    parts: list[dict[str, Any]], finish: str | None = None, usage: bool = False
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    out: dict[str, Any] = {"candidates": [candidate], "modelVersion": MODEL, "responseId": "r1"}
+    if usage:
+        out["usageMetadata"] = USAGE
+    return out
+
+
+def body() -> dict[str, Any]:
+    parts = [{"text": THOUGHT, "thought": True}, {"text": TEXT}, CALL_A, CALL_B]
+    return chunk(parts, "STOP", usage=True)
+
+
+def chunks() -> list[dict[str, Any]]:
+    out = [
+        chunk([{"text": THOUGHT[i : i + 5], "thought": True}]) for i in range(0, len(THOUGHT), 5)
+    ]
+    out += [chunk([{"text": TEXT[i : i + 4]}]) for i in range(0, len(TEXT), 4)]
+    out.append(chunk([CALL_A, CALL_B], "STOP", usage=True))
+    return out
+
+
+def test_body_stream_sse_and_json_array() -> None:
+    assert ingest_response(body()) == EXPECTED
+    assert ingest_stream(chunks()) == EXPECTED
+    assert ingest_sse(sse_text(chunks()).replace("\n", "\r\n")) == EXPECTED
+    assert ingest_text("gemini", orjson.dumps(chunks()).decode()) == EXPECTED
+    assert ingest_text("gemini", sse_text(chunks())) == EXPECTED
+
+
+def test_signature_in_a_last_empty_text_part() -> None:
+    stream = [
+        chunk([{"text": "Hel"}]),
+        chunk([{"text": "lo"}]),
+        chunk([{"text": "", "thoughtSignature": "c2ln"}], "STOP"),
+    ]
+    out = ingest_stream(stream)
+    assert out.parts == (TextPart(text="Hello", signature="c2ln"),)
+    assert (out.stop_reason, out.usage) == ("end_turn", None)
+
+
+def test_a_signature_closes_its_part() -> None:
+    out = ingest_response(chunk([{"text": "a", "thoughtSignature": "s1"}, {"text": "b"}], "STOP"))
+    assert out.parts == (TextPart(text="a", signature="s1"), TextPart(text="b"))
+
+
+def test_snake_case_from_the_google_genai_sdk() -> None:
+    dumped = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": "hi", "thought_signature": bytes(range(256))}]},
+                "finish_reason": "MAX_TOKENS",
+            }
+        ],
+        "usage_metadata": {"prompt_token_count": 3, "candidates_token_count": 1},
+        "model_version": MODEL,
+    }
+    out = ingest_response(dumped)
+    assert out.parts == (TextPart(text="hi", signature=SIG),)
+    assert (out.stop_reason, out.provider_stop_reason) == ("max_tokens", "MAX_TOKENS")
+    assert out.usage == Usage(prompt_tokens=3, completion_tokens=1)
+
+
+def test_blocked_prompt() -> None:
+    out = ingest_response({"promptFeedback": {"blockReason": "SAFETY"}, "modelVersion": MODEL})
+    assert (out.parts, out.stop_reason, out.provider_stop_reason) == (
+        (),
+        "content_filter",
+        "SAFETY",
+    )
+
+
+def test_errors() -> None:
+    with pytest.raises(ProviderMappingError, match="truncated"):
+        ingest_stream(chunks()[:-1])
+    with pytest.raises(ProviderMappingError, match="not a GenerateContentResponse"):
+        ingest_response({"choices": []})
+    with pytest.raises(ProviderMappingError, match="reported an error"):
+        ingest_response({"error": {"code": 429, "message": "quota"}})
+    with pytest.raises(ProviderMappingError, match=r"functionCall\.name: missing"):
+        ingest_response(chunk([{"functionCall": {"args": {}}}], "STOP"))
