@@ -80,6 +80,10 @@ def blocks() -> list[dict[str, Any]]:
     ]
 
 
+def body() -> dict[str, Any]:
+    return message(blocks())
+
+
 def pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
