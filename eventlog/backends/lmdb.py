@@ -61,14 +61,21 @@ _DBS = ("events", "positions", "ids", "streams", "forks", "blobs", "snapshots", 
 
 T = TypeVar("T")
 Txn = Any
-"""A py-lmdb transaction. Its stubs type values as ``bytes | memoryview`` (buffers mode); this
-backend never opens transactions with ``buffers=True``, so every key and value is ``bytes``."""
+"""A py-lmdb transaction. Its stubs type values as ``bytes | memoryview``: values are ``bytes``
+except in the read transactions opened with ``buffers=True`` (see `LMDBBackend._run`)."""
 
-_RowT = tuple[str, int, int, str, int, bytes, bytes, str | None, str | None, bytes, int, int]
-"""A stored event: id, seq, ts, type, version, data, meta, causation, correlation, hash, codec,
-position (Record's field order without the stream, which the key gives)."""
+
+class StoredRecord(Record, frozen=True, array_like=True):
+    """A record as the ``events`` sub-database keeps it.
+
+    A MessagePack array in `Record`'s field order, without `text` (not stored): decoding a value
+    gives the record itself, with no intermediate tuple (this is most of the replay path's cost
+    after the payload decode).
+    """
+
+
 _encode = msgspec.msgpack.Encoder().encode
-_decode_row = msgspec.msgpack.Decoder(_RowT).decode
+_decode_row = msgspec.msgpack.Decoder(StoredRecord).decode
 _decode_stream = msgspec.msgpack.Decoder(tuple[str, int, int]).decode
 _decode_fork = msgspec.msgpack.Decoder(tuple[str, str, int, int]).decode
 
@@ -97,6 +104,7 @@ def pack_row(rec: Record, position: int) -> bytes:
     return _encode(
         (
             rec.id,
+            rec.stream,
             rec.seq,
             rec.ts,
             rec.type,
@@ -112,10 +120,9 @@ def pack_row(rec: Record, position: int) -> bytes:
     )
 
 
-def unpack_row(stream: str, value: bytes) -> Record:
+def unpack_row(value: bytes) -> Record:
     """A record from its stored value; msgspec.DecodeError if it is damaged."""
-    row = _decode_row(value)
-    return Record(row[0], stream, *row[1:])
+    return _decode_row(value)
 
 
 class _Gate:
@@ -168,7 +175,6 @@ class _Shared:
         self.path = path
         self.refs = 0
         self.gate = _Gate()
-        self.names: dict[bytes, str] = {}
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -249,20 +255,32 @@ class LMDBBackend(Backend):
         self._shared = _acquire(path, map_size, max_readers)
         self._env = self._shared.env
         self._gate = self._shared.gate
-        self._names = self._shared.names
         self._events, self._positions, self._ids, self._streams = self._shared.dbs[:4]
         self._forks, self._blobs, self._snapshots, self._meta = self._shared.dbs[4:]
 
     # -- transactions ----------------------------------------------------------------------
 
-    def _run(self, fn: Callable[[Txn], T], *, write: bool = False, sync: bool = False) -> T:
-        """Run fn in a transaction; grow the map when full, adopt another process's growth."""
+    def _run(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        write: bool = False,
+        sync: bool = False,
+        buffers: bool = False,
+    ) -> T:
+        """Run fn in a transaction; grow the map when full, adopt another process's growth.
+
+        With `buffers`, keys and values are memoryviews into the map, valid only inside fn:
+        decoding straight from them saves copying every value once.
+        """
         while True:
             self._gate.enter()
             try:
                 if self._closed:
                     raise StoreClosedError(f"LMDB store {self.location} is closed")
-                txn = self._env.begin(write=write)
+                txn: Txn = (
+                    self._env.begin(buffers=True) if buffers else self._env.begin(write=write)
+                )
                 try:
                     result = fn(txn)
                 except BaseException:
@@ -304,28 +322,26 @@ class LMDBBackend(Backend):
         """The underlying LMDB environment (for tooling and tests; do not resize it)."""
         return self._env
 
-    def _name(self, txn: Txn, skey: bytes) -> str:
-        name = self._names.get(skey)
-        if name is None:
-            value = txn.get(skey, db=self._streams)
-            if value is None:
-                raise CorruptionError(
-                    f"record key {skey!r} has no stream entry", location=self.location
-                )
-            name = _decode_stream(value)[0]
-            self._names[skey] = name
-        return name
-
-    def _row(self, stream: str, key: bytes, value: bytes) -> Record:
+    def _damaged(self, txn: Txn, key: bytes, message: str) -> CorruptionError:
+        """A CorruptionError for the record at an ``events`` key, naming its stream and seq."""
+        info = txn.get(bytes(key[:-8]), db=self._streams)
         try:
-            return unpack_row(stream, value)
+            stream = _decode_stream(info)[0] if info is not None else None
+        except msgspec.MsgspecError:
+            stream = None
+        return CorruptionError(
+            message, stream=stream, seq=_U64.unpack(key[-8:])[0], location=self.location
+        )
+
+    def _row(self, txn: Txn, key: bytes, value: bytes, stream: str | None = None) -> Record:
+        """Decode a stored record; CorruptionError if damaged or not of the expected stream."""
+        try:
+            rec = _decode_row(value)
         except msgspec.MsgspecError as exc:
-            raise CorruptionError(
-                f"stored record does not decode: {exc}",
-                stream=stream,
-                seq=_U64.unpack(key[-8:])[0],
-                location=self.location,
-            ) from exc
+            raise self._damaged(txn, key, f"stored record does not decode: {exc}") from exc
+        if stream is not None and rec.stream != stream:
+            raise self._damaged(txn, key, f"stored record names stream {rec.stream!r}")
+        return rec
 
     # -- append ----------------------------------------------------------------------------
 
@@ -360,9 +376,7 @@ class LMDBBackend(Backend):
             txn.put(skey, _encode((stream, last.seq, last.ts)), db=self._streams)
             return positions
 
-        positions = self._run(write, write=True, sync=durability == Durability.FSYNC)
-        self._names[skey] = stream
-        return positions
+        return self._run(write, write=True, sync=durability == Durability.FSYNC)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -385,40 +399,48 @@ class LMDBBackend(Backend):
         def scan(txn: Txn) -> list[Record]:
             cur = txn.cursor(db=self._events)
             if backwards:
-                return self._backward(stream, cur, lo, hi, limit)
-            return self._forward(stream, cur, lo, hi, limit)
+                return self._backward(txn, stream, cur, lo, hi, limit)
+            return self._forward(txn, stream, cur, lo, hi, limit)
 
-        return self._run(scan)
+        return self._run(scan, buffers=True)
 
     def _forward(
-        self, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
+        self, txn: Txn, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
     ) -> list[Record]:
         out: list[Record] = []
         if not cur.set_range(lo):
             return out
-        row = self._row
-        for k, v in cur.iternext():
-            if k > hi:
-                break
-            out.append(row(stream, k, v))
-            if limit is not None and len(out) >= limit:
-                break
+        decode = _decode_row
+        key = lo
+        try:
+            for key, value in cur.iternext():
+                if bytes(key) > hi:
+                    break
+                rec = decode(value)
+                if rec.stream != stream:
+                    return [self._row(txn, key, value, stream)]  # raises
+                out.append(rec)
+                if limit is not None and len(out) >= limit:
+                    break
+        except msgspec.MsgspecError:
+            self._row(txn, key, cur.value(), stream)  # raises, saying where
+            raise
         return out
 
     def _backward(
-        self, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
+        self, txn: Txn, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
     ) -> list[Record]:
         out: list[Record] = []
         if cur.set_range(hi):
-            if cur.key() != hi and not cur.prev():
+            if bytes(cur.key()) != hi and not cur.prev():
                 return out
         elif not cur.last():
             return out
         row = self._row
         for k, v in cur.iterprev():
-            if k < lo:
+            if bytes(k) < lo:
                 break
-            out.append(row(stream, k, v))
+            out.append(row(txn, k, v, stream))
             if limit is not None and len(out) >= limit:
                 break
         return out
@@ -435,22 +457,17 @@ class LMDBBackend(Backend):
                 return out
             get = txn.get
             events = self._events
+            row = self._row
             for _, ekey in cur.iternext():
                 value = get(ekey, db=events)
-                name = self._name(txn, ekey[:-8])
                 if value is None:
-                    raise CorruptionError(
-                        "position index points to a missing record",
-                        stream=name,
-                        seq=_U64.unpack(ekey[-8:])[0],
-                        location=self.location,
-                    )
-                out.append(self._row(name, ekey, value))
+                    raise self._damaged(txn, ekey, "position index points to a missing record")
+                out.append(row(txn, ekey, value))
                 if len(out) >= limit:
                     break
             return out
 
-        return self._run(scan)
+        return self._run(scan, buffers=True)
 
     def last(self, stream: str) -> Record | None:
         """The record before the end of the stream's key range."""
@@ -461,12 +478,12 @@ class LMDBBackend(Backend):
             found = cur.prev() if cur.set_range(skey + _SEQ_MAX) else cur.last()
             if not found:
                 return None
-            key = cur.key()
+            key = bytes(cur.key())
             if len(key) != len(skey) + 8 or not key.startswith(skey):
                 return None
-            return self._row(stream, key, cur.value())
+            return self._row(txn, key, cur.value(), stream)
 
-        return self._run(find)
+        return self._run(find, buffers=True)
 
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
         """Look each id up in the id index, then its record."""
@@ -477,16 +494,10 @@ class LMDBBackend(Backend):
                 ekey = txn.get(event_id.encode(), db=self._ids)
                 if ekey is None:
                     continue
-                name = self._name(txn, ekey[:-8])
                 value = txn.get(ekey, db=self._events)
                 if value is None:
-                    raise CorruptionError(
-                        f"id index points to a missing record for event {event_id}",
-                        stream=name,
-                        seq=_U64.unpack(ekey[-8:])[0],
-                        location=self.location,
-                    )
-                out[event_id] = self._row(name, ekey, value)
+                    raise self._damaged(txn, ekey, f"id index points to a missing {event_id}")
+                out[event_id] = self._row(txn, ekey, value)
             return out
 
         return self._run(find)

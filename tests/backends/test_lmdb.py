@@ -33,7 +33,7 @@ def raw_rewrite(store: el.Store, stream: str, seq: int, **changes: object) -> No
     key = event_key(stream, seq)
     with env.begin(write=True) as txn:
         events = env.open_db(b"events", txn=txn)
-        rec = unpack_row(stream, txn.get(key, db=events))
+        rec = unpack_row(txn.get(key, db=events))
         txn.put(key, pack_row(msgspec.structs.replace(rec, **changes), rec.position), db=events)
 
 
