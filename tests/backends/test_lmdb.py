@@ -286,3 +286,12 @@ def test_snapshot_keys_with_long_names(store: el.Store) -> None:
     assert b.load_snapshot("s", long_name, 1, 6) == (5, b"five")
     assert b.load_snapshot("s", long_name, 1, None) == (7, b"seven")
     assert b.load_snapshot("s", long_name, -3, None) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query", ["", "?compression=zstd&compress_min_bytes=0"])
+def test_multiprocess_writers_and_reader(tmp_path: Path, query: str) -> None:
+    from tests.multiprocess import check_multiprocess
+
+    counts = check_multiprocess(f"lmdb://{tmp_path}/mp{query}", writers=4, rounds=40)
+    assert counts["events"] == 320
