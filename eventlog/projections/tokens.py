@@ -265,8 +265,10 @@ def _table(marks: dict[bytes, int]) -> bytes:
     return bytes(table)
 
 
-# Second pass: word characters, ASCII punctuation, the rest; runs are then counted as pairs.
-_WORD_PUNCT: Final = _table({b"aAor": ord("a"), b".": ord(".")})
+# Second passes: word characters vs the rest, ASCII punctuation vs the rest; a run then starts
+# wherever its mark follows a space, so one `bytes.count` of a pair counts the runs.
+_WORDS: Final = _table({b"aAor": ord("a")})
+_PUNCTUATION: Final = _table({b".": ord(".")})
 _CJK: Final = _table({b"HKG": ord("H")})
 _NO_SCRIPTS: Final = (0, 0, 0, 0, 0, 0, 0, 0)
 
@@ -274,19 +276,19 @@ _NO_SCRIPTS: Final = (0, 0, 0, 0, 0, 0, 0, 0)
 def features(text: str) -> tuple[int, ...]:
     """The measurements the estimate weighs (see `ESTIMATE_WEIGHTS` for their order).
 
-    Eleven C-level passes over an ASCII text, nine more when it has other characters; no
+    Ten C-level passes over an ASCII text, nine more when it has other characters; no
     regular expressions, so no input can make it slow.
     """
     c = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE, _CONTINUATION)
-    u = c.translate(_WORD_PUNCT)
-    first = u[:1]
+    w = c.translate(_WORDS)
+    p = c.translate(_PUNCTUATION)
     ascii_part = (
-        u.count(b" a") + u.count(b".a") + (first == b"a"),  # words
-        u.count(b"a"),  # letters
+        w.count(b" a") + (w[:1] == b"a"),  # words
+        w.count(b"a"),  # letters
         c.count(b"aA"),  # camelCase humps
         c.count(b"0"),  # digits
-        u.count(b"."),  # ASCII punctuation
-        u.count(b" .") + u.count(b"a.") + (first == b"."),  # punctuation runs
+        c.count(b"."),  # ASCII punctuation
+        p.count(b" .") + (p[:1] == b"."),  # punctuation runs
         c.count(b"\n"),  # line breaks
     )
     if text.isascii():
@@ -326,8 +328,17 @@ ESTIMATE_WEIGHTS: Final[tuple[float, ...]] = (
 )
 """Tokens per unit of each of `features`, fitted to `o200k_base` (see docs/tokens.md)."""
 
-ESTIMATE_ERROR: Final = "to be measured"
+ESTIMATE_ERROR: Final = (
+    "vs o200k_base, held-out texts of 40-3,000 characters (docs/tokens.md): mean |error| 5.2%, "
+    "90% of texts within 11.2%, totals per kind within 6.1% (prose +1.2%, code -1.9%, JSON -6.1%, "
+    "Chinese/Japanese/Korean +4.5%, agent tool output -2.7%); other scripts (Cyrillic, Greek, "
+    "Arabic, emoji) only roughly, +-30%"
+)
 """Measured error of the estimate against o200k_base."""
+
+
+_SHORT: Final = 64
+_SHORT_ENTRIES: Final = 8192
 
 
 class EstimateCounter:
@@ -350,6 +361,7 @@ class EstimateCounter:
         self._weights = tuple(float(w) for w in weights)
         self.overheads = overheads
         self.name = name
+        self._short: dict[str, int] = {}
 
     @property
     def info(self) -> CounterInfo:
@@ -358,8 +370,17 @@ class EstimateCounter:
 
     def count_text(self, text: str) -> int:
         """Estimated tokens of `text` (at least 1 for a non-empty text)."""
-        if not text:
-            return 0
+        if len(text) <= _SHORT:
+            # Names, titles and ids repeat all the time: remember them (bounded, GIL-atomic).
+            cached = self._short.get(text)
+            if cached is None:
+                if len(self._short) >= _SHORT_ENTRIES:
+                    self._short.clear()
+                cached = self._short[text] = self._estimate(text) if text else 0
+            return cached
+        return self._estimate(text)
+
+    def _estimate(self, text: str) -> int:
         total = sum(map(operator.mul, self._weights, features(text)))
         return max(1, int(total + 0.5))
 
