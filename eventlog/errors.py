@@ -103,6 +103,21 @@ class StoreClosedError(EventlogError):
     """The store was closed."""
 
 
+class ConversationError(EventlogError):
+    """A stream's events break the conversation's rules (e.g. a result for a call never made)."""
+
+    def __init__(self, message: str, *, stream: str | None = None, seq: int | None = None):
+        self.stream = stream
+        self.seq = seq
+        where = []
+        if stream is not None:
+            where.append(f"stream {stream!r}")
+        if seq is not None:
+            where.append(f"seq {seq}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(f"{prefix}{message}")
+
+
 class ProviderMappingError(EventlogError):
     """A history cannot be rendered for, or imported from, a provider's format."""
 
@@ -110,6 +125,7 @@ class ProviderMappingError(EventlogError):
 __all__ = [
     "BackendUnavailableError",
     "ConcurrencyError",
+    "ConversationError",
     "CorruptionError",
     "DuplicateEventError",
     "EventlogError",

@@ -1,0 +1,305 @@
+"""Run a projection over a stream: from scratch, from a snapshot plus the tail, or live.
+
+Snapshots live in the backend, keyed by (stream, projection name, version, seq). Each is wrapped
+in an envelope with the name, version, seq and a digest of the payload, so a snapshot that does
+not decode or does not match is found before it is used: it is discarded with a
+`SnapshotWarning`, deleted, and the next older one (or a full replay) is used instead.
+A fork also uses its ancestors' snapshots taken at or before its fork point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Generic
+
+import msgspec
+
+from eventlog.errors import UsageError, ValidationError
+from eventlog.events import EventData, RecordedEvent
+from eventlog.projections.base import Projection, S
+from eventlog.projections.state import ConversationProjection, ConversationState, Policy
+from eventlog.store import Store
+
+log = logging.getLogger("eventlog.projections")
+
+DEFAULT_SNAPSHOT_EVERY = 1000
+
+
+class SnapshotWarning(UserWarning):
+    """A stored snapshot was corrupt or did not match, and was discarded."""
+
+
+class _Envelope(msgspec.Struct, frozen=True, array_like=True):
+    name: str
+    version: int
+    seq: int
+    digest: bytes
+    payload: bytes
+
+
+_envelope_decoder = msgspec.msgpack.Decoder(_Envelope)
+
+
+def _digest(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=16).digest()
+
+
+class StoreSource:
+    """Event payloads of one stream by seq, read a page at a time (a small LRU of pages)."""
+
+    PAGE = 256
+
+    def __init__(self, store: Store, stream: str, *, pages: int = 64) -> None:
+        self.store = store
+        self.stream = stream
+        self._pages: OrderedDict[int, list[RecordedEvent]] = OrderedDict()
+        self._max_pages = pages
+        self._lock = threading.Lock()
+
+    def data(self, seq: int) -> EventData:
+        """The payload at `seq` (reads and caches its page on a miss)."""
+        number, offset = divmod(seq - 1, self.PAGE)
+        with self._lock:
+            page = self._pages.get(number)
+            if page is not None:
+                self._pages.move_to_end(number)
+        if page is None or offset >= len(page):
+            first = number * self.PAGE + 1
+            page = list(self.store.read(self.stream, first, first + self.PAGE - 1))
+            with self._lock:
+                self._pages[number] = page
+                while len(self._pages) > self._max_pages:
+                    self._pages.popitem(last=False)
+        if offset >= len(page):
+            raise ValidationError(f"stream {self.stream!r} has no seq {seq}", field="seq")
+        return page[offset].data
+
+
+class Runner(Generic[S]):
+    """Computes one projection over streams of a store, with snapshots every N events."""
+
+    def __init__(
+        self,
+        store: Store,
+        projection: Projection[S],
+        *,
+        snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
+        parent_snapshots: bool = True,
+    ) -> None:
+        if snapshot_every is not None and snapshot_every < 1:
+            raise UsageError(f"snapshot_every must be >= 1 or None, got {snapshot_every}")
+        self.store = store
+        self.projection = projection
+        self.snapshot_every = snapshot_every
+        """Save a snapshot at each multiple of N reached (None: only on demand)."""
+        self.parent_snapshots = parent_snapshots
+        """Let a fork start from its ancestors' snapshots at or before the fork point."""
+        self._sources: dict[str, StoreSource] = {}
+
+    # -- computing states ------------------------------------------------------------------
+
+    def end(self, stream: str, at: int | None = None) -> int:
+        """The seq a query resolves to: `at`, checked against the stream, or its last seq."""
+        last = self.store.stream_info(stream).last_seq
+        if at is None:
+            return last
+        if not 0 <= at <= last:
+            raise ValidationError(
+                f"must be between 0 and {last} (the end of {stream!r}), got {at}", field="at"
+            )
+        return at
+
+    def replay(self, stream: str, at: int | None = None) -> S:
+        """The state at `at` (default: the end) by a full replay, ignoring snapshots."""
+        end = self.end(stream, at)
+        return self._fold(stream, self.projection.initial(), 0, end)
+
+    def state(self, stream: str, at: int | None = None, *, snapshots: bool = True) -> S:
+        """The state at `at` (default: the end): latest usable snapshot at or below it + tail.
+
+        With `snapshot_every` set, also saves a snapshot at the last multiple of N on the way.
+        """
+        end = self.end(stream, at)
+        if not snapshots:
+            return self._fold(stream, self.projection.initial(), 0, end)
+        state, base = self.restore(stream, end)
+        return self._advance(stream, state, base, end)
+
+    def save_snapshot(self, stream: str, at: int | None = None) -> int:
+        """Compute the state at `at` (default: the end) and store a snapshot of it; its seq."""
+        end = self.end(stream, at)
+        state, base = self.restore(stream, end)
+        state = self._fold(stream, state, base, end)
+        if end > 0:
+            self._save(stream, end, state)
+        return end
+
+    def follow(self, stream: str) -> Follower[S]:
+        """A live follower: the state at the end now, kept up to date as events arrive."""
+        return Follower(self, stream)
+
+    def source(self, stream: str) -> StoreSource:
+        """The event source that states restored for `stream` load event bodies from."""
+        src = self._sources.get(stream)
+        if src is None:
+            src = self._sources[stream] = StoreSource(self.store, stream)
+        return src
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _fold(self, stream: str, state: S, base: int, end: int) -> S:
+        if end <= base:
+            return state
+        return self.projection.fold_many(
+            state, self.store.read(stream, base + 1, end), self.source(stream)
+        )
+
+    def _advance(self, stream: str, state: S, base: int, end: int) -> S:
+        """Fold base+1..end, saving a snapshot at the last multiple of N in that range."""
+        every = self.snapshot_every
+        if every is not None:
+            mark = end - end % every
+            if mark > base:
+                state = self._fold(stream, state, base, mark)
+                self._save(stream, mark, state)
+                base = mark
+        return self._fold(stream, state, base, end)
+
+    def _save(self, stream: str, seq: int, state: S) -> None:
+        proj = self.projection
+        payload = proj.encode(state)
+        blob = msgspec.msgpack.encode(
+            _Envelope(proj.name, proj.version, seq, _digest(payload), payload)
+        )
+        self.store.backend.save_snapshot(stream, proj.name, proj.version, seq, blob)
+
+    def _candidates(self, stream: str, end: int) -> dict[str, int]:
+        """Streams whose snapshots are valid for `stream` at seqs <= their limit."""
+        limits = {stream: end}
+        if self.parent_snapshots:
+            for ancestor, fork_seq in self.store.ancestry(stream):
+                limits[ancestor] = min(end, fork_seq)
+        return limits
+
+    def restore(self, stream: str, end: int) -> tuple[S, int]:
+        """(state, seq) from the newest usable snapshot at or below `end`, else (initial, 0)."""
+        proj = self.projection
+        backend = self.store.backend
+        limits = self._candidates(stream, end) if end > 0 else {}
+        while True:
+            best: tuple[str, int, bytes] | None = None
+            for origin, limit in limits.items():
+                if limit < 1:
+                    continue
+                found = backend.load_snapshot(origin, proj.name, proj.version, limit)
+                if found is not None and (best is None or found[0] > best[1]):
+                    best = (origin, found[0], found[1])
+            if best is None:
+                return proj.initial(), 0
+            origin, seq, blob = best
+            try:
+                state = self._decode(blob, stream, seq)
+            except Exception as exc:  # anything that does not decode is never trusted
+                message = (
+                    f"discarded corrupt snapshot of projection {proj.name!r} v{proj.version} "
+                    f"for stream {origin!r} at seq {seq}: {type(exc).__name__}: {exc}"
+                )
+                log.warning(message)
+                warnings.warn(message, SnapshotWarning, stacklevel=3)
+                backend.delete_snapshot(origin, proj.name, proj.version, seq)
+                limits[origin] = seq - 1
+                continue
+            proj.check_restored(state, stream)
+            return state, seq
+
+    def _decode(self, blob: bytes, stream: str, seq: int) -> S:
+        proj = self.projection
+        env = _envelope_decoder.decode(blob)
+        if (env.name, env.version, env.seq) != (proj.name, proj.version, seq):
+            raise ValueError(
+                f"envelope says {env.name!r} v{env.version} seq {env.seq}, "
+                f"expected {proj.name!r} v{proj.version} seq {seq}"
+            )
+        if _digest(env.payload) != env.digest:
+            raise ValueError("payload digest mismatch")
+        return proj.decode(env.payload, self.source(stream))
+
+
+class Follower(Generic[S]):
+    """A projection kept up to date with one stream as events commit (see `Runner.follow`)."""
+
+    def __init__(self, runner: Runner[S], stream: str) -> None:
+        self.runner = runner
+        self.stream = stream
+        store = runner.store
+        # Subscribe first, so nothing committed while the state is computed is missed.
+        self._sub = store.subscribe(after=store.head_position())
+        self.seq = runner.end(stream)
+        self.state: S = runner.state(stream, self.seq)
+        """The state at `seq`."""
+
+    def poll(self, timeout: float = 0.0) -> S:
+        """Fold events committed since the last call (waiting up to `timeout` for some)."""
+        mine = [e for e in self._sub.poll(timeout) if e.stream == self.stream and e.seq > self.seq]
+        if not mine:
+            return self.state
+        end = mine[-1].seq
+        if [e.seq for e in mine] == list(range(self.seq + 1, end + 1)):
+            self._apply(mine, end)
+        else:
+            self._apply(self.runner.store.read(self.stream, self.seq + 1, end), end)
+        return self.state
+
+    def _apply(self, events: Iterable[RecordedEvent], end: int) -> None:
+        runner = self.runner
+        proj = runner.projection
+        batch = list(events)
+        state = self.state
+        every = runner.snapshot_every
+        if every is not None:
+            mark = end - end % every
+            if mark > self.seq:
+                cut = mark - self.seq
+                state = proj.fold_many(state, batch[:cut], runner.source(self.stream))
+                runner._save(self.stream, mark, state)
+                batch = batch[cut:]
+        self.state = proj.fold_many(state, batch, runner.source(self.stream))
+        self.seq = end
+
+    def close(self) -> None:
+        """Stop following."""
+        self._sub.close()
+
+    def __enter__(self) -> Follower[S]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def conversation_state(
+    store: Store,
+    stream: str,
+    at: int | None = None,
+    *,
+    policy: Policy = "strict",
+    snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
+) -> ConversationState:
+    """The `ConversationState` of a stream at `at` (default: its end), using snapshots."""
+    runner = Runner(store, ConversationProjection(policy), snapshot_every=snapshot_every)
+    return runner.state(stream, at)
+
+
+__all__ = [
+    "DEFAULT_SNAPSHOT_EVERY",
+    "Follower",
+    "Runner",
+    "SnapshotWarning",
+    "StoreSource",
+    "conversation_state",
+]
