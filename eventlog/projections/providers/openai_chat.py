@@ -125,7 +125,7 @@ def _assistant(t: OutputTurn) -> Message | None:
     for part in t.output.parts:
         if isinstance(part, TextPart):
             texts.append(part.text)
-        elif isinstance(part, RefusalPart):
+        elif isinstance(part, RefusalPart) and part.text:
             refusals.append(part.text)
     text = "".join(texts)
     if not text and not refusals and not t.calls:

@@ -134,7 +134,7 @@ def _output(out: list[Item], t: OutputTurn, stream: str) -> None:
     for part in t.output.parts:
         if isinstance(part, TextPart) and part.text:
             content.append({"type": "output_text", "text": part.text, "annotations": []})
-        elif isinstance(part, RefusalPart):
+        elif isinstance(part, RefusalPart) and part.text:
             content.append({"type": "refusal", "refusal": part.text})
     if not content and not t.calls:
         return  # reasoning alone must not be sent: the API wants the item it preceded

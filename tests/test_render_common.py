@@ -1,0 +1,185 @@
+"""Shared rendering steps: pairing, unanswered calls, orphans, ids, text helpers; properties of
+every renderer over random windows."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from eventlog.errors import UsageError
+from eventlog.events import ModelInput, Section, ToolResult
+from eventlog.projections.providers import render_common as rc
+from eventlog.projections.providers.render import PROVIDERS, render, render_json
+from tests import render_windows as rw
+
+
+def test_results_gathered_in_call_order_and_inputs_moved_after_them() -> None:
+    w = rw.win(
+        rw.text_in("go"),
+        rw.calls_out(rw.call("a", "search", "{}"), rw.call("b", "search", "{}")),
+        rw.results(rw.ok("b", "search", "B")),
+        rw.text_in("meanwhile"),
+        rw.results(rw.ok("a", "search", "A")),
+    )
+    t = rc.turns(w)
+    assert [type(x).__name__ for x in t] == ["UserTurn", "OutputTurn", "ResultsTurn", "UserTurn"]
+    results = t[2]
+    assert isinstance(results, rc.ResultsTurn)
+    assert [(a.call.uid, a.result.content) for a in results.answers] == [("a", "A"), ("b", "B")]
+    assert t[3] == rc.UserTurn(("meanwhile",))
+
+
+def test_unanswered_cancel_and_drop() -> None:
+    w = rw.unanswered()
+    cancelled = rc.turns(w)[2]
+    assert isinstance(cancelled, rc.ResultsTurn)
+    assert cancelled.answers[1].result == ToolResult(
+        call_id="c2", tool_name="search", status="failed", content=rc.CANCELLED_TEXT
+    )
+    dropped = rc.turns(w, unanswered="drop")
+    out, res = dropped[1], dropped[2]
+    assert isinstance(out, rc.OutputTurn) and [c.uid for c in out.calls] == ["c1"]
+    assert isinstance(res, rc.ResultsTurn) and len(res.answers) == 1
+
+
+def test_drop_removes_a_fully_unanswered_call_set() -> None:
+    w = rw.win(rw.text_in("go"), rw.calls_out(rw.call("a", "search", "{}")), rw.text_in("stop"))
+    t = rc.turns(w, unanswered="drop")
+    assert [type(x).__name__ for x in t] == ["UserTurn", "OutputTurn", "UserTurn"]
+    out = t[1]
+    assert isinstance(out, rc.OutputTurn) and out.calls == ()
+    for provider in PROVIDERS:
+        rw.CHECKERS[provider](render(w, provider, model="m", unanswered="drop"))
+
+
+def test_execute_error_answers_missing_calls() -> None:
+    w = rw.win(
+        rw.text_in("go"),
+        rw.calls_out(rw.call("a", "search", "{}")),
+        rw.results(error="sandbox died"),
+    )
+    res = rc.turns(w)[2]
+    assert isinstance(res, rc.ResultsTurn)
+    assert res.answers[0].result.content == "sandbox died"
+    assert res.answers[0].result.status == "failed"
+
+
+def test_orphan_results_become_text_or_are_dropped() -> None:
+    w = rw.win(rw.text_in("go"), rw.results(rw.ok("ghost", "search", "boo")))
+    t = rc.turns(w)
+    assert t[1] == rc.UserTurn(
+        (
+            "[Result of tool 'search' (call ghost, success); "
+            "its call is not in this conversation]\nboo",
+        )
+    )
+    assert len(rc.turns(w, orphans="drop")) == 1
+    for provider in PROVIDERS:
+        body = orjson.dumps(render(w, provider, model="m")).decode()
+        assert "tool_result" not in body and "function_call_output" not in body
+        assert '"tool"' not in body and "functionResponse" not in body
+
+
+def test_a_second_result_for_the_same_call_is_an_orphan() -> None:
+    w = rw.win(
+        rw.calls_out(rw.call("a", "search", "{}")),
+        rw.results(rw.ok("a", "search", "1"), rw.ok("a", "search", "2")),
+    )
+    t = rc.turns(w)
+    assert isinstance(t[1], rc.ResultsTurn) and len(t[1].answers) == 1
+    assert isinstance(t[2], rc.UserTurn) and "2" in str(t[2].blocks[0])
+
+
+def test_repeated_call_ids_are_made_unique_and_stay_paired() -> None:
+    w = rw.win(
+        rw.text_in("q"),
+        rw.calls_out(rw.call("search_0", "search", "{}")),
+        rw.results(rw.ok("search_0", "search", "1")),
+        rw.calls_out(rw.call("search_0", "search", "{}")),
+        rw.results(rw.ok("search_0", "search", "2")),
+    )
+    t = rc.turns(w)
+    uids = [a.call.uid for x in t if isinstance(x, rc.ResultsTurn) for a in x.answers]
+    assert uids == ["search_0", "search_0~2"]
+    body = render(w, "anthropic", model="m")
+    rw.check_anthropic(body)
+    ids = [b["id"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert ids[0] == "search_0" and ids[1] != ids[0] and ids[1].startswith("search_0_2_")
+
+
+def test_fix_id() -> None:
+    assert rc.fix_id("call_1", 64) == "call_1"
+    long = "x" * 100
+    fixed = rc.fix_id(long, 64)
+    assert len(fixed) == 64 and fixed == rc.fix_id(long, 64)
+    assert rc.fix_id("a.b/c", 64) != rc.fix_id("a_b_c", 64)
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", rc.fix_id("é ü/?", 64))
+    assert rc.fix_id("a.b/c", 40, strict_chars=False) == "a.b/c"
+    assert len(rc.fix_id(long, 40, strict_chars=False)) == 40
+
+
+def test_input_text_titles_and_live_screen() -> None:
+    data = ModelInput(sections=(Section(text="body", title="Task"), Section(text="more")))
+    assert rc.input_text(data) == "# Task\nbody\n\nmore"
+    assert rc.input_text(ModelInput.from_text(" exact  ")) == " exact  "
+    assert rc.live_screen_text((("notes", "- a"), ("clock", "12:00"))) == (
+        "[LiveScreen]\n## notes\n- a\n\n## clock\n12:00"
+    )
+
+
+def test_compaction_and_live_screen_render_as_user_text() -> None:
+    t = rc.turns(rw.compaction_and_screen())
+    assert t == [
+        rc.UserTurn(("Summary of earlier conversation:\nWe planned a trip.",)),
+        rc.UserTurn(
+            ("Where next?", "[LiveScreen]\n## notebook\n- Paris\n- Tokyo\n\n## clock\n12:00")
+        ),
+    ]
+
+
+def test_live_screen_on_tool_results_follows_them() -> None:
+    w = rw.win(
+        rw.text_in("go"),
+        rw.calls_out(rw.call("a", "search", "{}")),
+        rw.results(rw.ok("a", "search", "A")),
+        screen=(("notes", "x"),),
+    )
+    body = render(w, "anthropic", model="m")
+    assert body["messages"][-1]["content"] == [
+        {"type": "tool_result", "tool_use_id": "a", "content": "A"},
+        {"type": "text", "text": "[LiveScreen]\n## notes\nx"},
+    ]
+
+
+def test_option_errors() -> None:
+    w = rw.consecutive_inputs()
+    with pytest.raises(UsageError, match="unknown provider"):
+        render(w, "bard", model="m")
+    with pytest.raises(UsageError, match="unknown option"):
+        render(w, "openai-chat", model="m", cache=True)
+    with pytest.raises(UsageError, match="unanswered"):
+        render(w, "gemini", model="m", unanswered="ignore")
+    with pytest.raises(UsageError, match="extra sets messages"):
+        render(w, "anthropic", model="m", extra={"messages": []})
+    body = render(w, "anthropic", model="m", extra={"temperature": 0.5})
+    assert body["temperature"] == 0.5
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(window=rw.windows())
+def test_random_windows_keep_every_invariant(provider: str, window: rw.Window) -> None:
+    for unanswered in ("cancel", "drop"):
+        body = render(window, provider, model="m", unanswered=unanswered)
+        rw.CHECKERS[provider](body)
+        again = render_json(window, provider, model="m", unanswered=unanswered)
+        assert orjson.dumps(body) == again
+    if provider == "anthropic":
+        rw.check_anthropic(render(window, provider, model="m", cache=True, cache_every=1))
+    text = orjson.dumps(body).decode()
+    for issuer, receivers in rw.RECEIVERS.items():
+        if provider not in receivers:
+            assert f"ART-{issuer}-" not in text, issuer

@@ -1,0 +1,202 @@
+"""Gemini generateContent bodies: whole payloads compared exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from eventlog.projections.providers.gemini import render
+from eventlog.projections.providers.render_common import CANCELLED_TEXT
+from tests import render_windows as rw
+
+TOOLS = [
+    {
+        "functionDeclarations": [
+            {
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+            {"name": "search", "parameters": {"type": "object", "properties": {}}},
+        ]
+    }
+]
+
+
+def body(
+    *contents: dict[str, Any], system: str | None = "You are helpful.", **kw: Any
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if system is not None:
+        out["systemInstruction"] = {"parts": [{"text": system}]}
+    out["contents"] = list(contents)
+    out["tools"] = TOOLS
+    out.update(kw)
+    return out
+
+
+def user(*parts: Any) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"text": p} if isinstance(p, str) else p for p in parts]}
+
+
+def model(*parts: Any) -> dict[str, Any]:
+    return {"role": "model", "parts": [{"text": p} if isinstance(p, str) else p for p in parts]}
+
+
+def call(name: str, args: Any, sig: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"functionCall": {"name": name, "args": args}}
+    if sig is not None:
+        out["thoughtSignature"] = sig
+    return out
+
+
+def resp(name: str, output: str, error: bool = False) -> dict[str, Any]:
+    return {
+        "functionResponse": {"name": name, "response": {"error" if error else "output": output}}
+    }
+
+
+def r(window: rw.Window, **kw: Any) -> dict[str, Any]:
+    out = render(window, model="gemini-x", **kw)
+    rw.check_gemini(out)
+    return out
+
+
+def test_parallel_calls_results_out_of_order() -> None:
+    assert r(rw.parallel_out_of_order(rw.GOOGLE)) == body(
+        user("Weather in Paris and Tokyo?"),
+        model(
+            "Checking both.",
+            call("get_weather", {"city": "Paris"}),
+            call("get_weather", {"city": "Tokyo"}),
+        ),
+        user(resp("get_weather", "18C"), resp("get_weather", "22C")),
+        model("Paris 18C, Tokyo 22C."),
+    )
+
+
+def test_failed_tool() -> None:
+    assert r(rw.failed_tool()) == body(
+        user("Search it."),
+        model(call("search", {"q": "x"})),
+        user(resp("search", "timeout after 30s", error=True)),
+    )
+
+
+def test_unparseable_arguments_keep_raw_text() -> None:
+    assert r(rw.unparseable_arguments()) == body(
+        user("Search it."),
+        model(call("search", {"_raw_arguments": '{"q": "x"'})),
+        user(resp("search", "bad arguments", error=True)),
+    )
+
+
+def test_consecutive_inputs_merge() -> None:
+    assert r(rw.consecutive_inputs()) == body(user("First.", "Second."), model("Both read."))
+
+
+def test_only_tool_calls() -> None:
+    assert r(rw.only_tool_calls()) == body(
+        user("Go."), model(call("search", {})), user(resp("search", "found"))
+    )
+
+
+def test_international_text_is_code_point_identical() -> None:
+    out = r(rw.international())
+    assert out == body(user(rw.INTL), model(rw.INTL), user(rw.INTL + " ?"))
+    assert rw.INTL.encode() in orjson.dumps(out)
+
+
+def test_big_tool_output_is_byte_identical() -> None:
+    assert r(rw.big_output())["contents"][-1] == user(resp("search", rw.BIG))
+
+
+def test_system_changed_midway_no_instruction_lost() -> None:
+    assert r(rw.system_changed()) == body(
+        user("[System instruction from here on]\nAnswer in English.", "Hi"),
+        model("Hello!"),
+        user("[System instruction from here on]\nAnswer in French.", "Hi again"),
+        system="Answer in French.",
+    )
+
+
+def test_thought_signatures_kept_on_their_parts() -> None:
+    assert r(rw.thoughts_google()) == body(
+        user("Think, then look up."),
+        model(
+            {"text": "thinking", "thought": True, "thoughtSignature": "gsig1"},
+            {"text": "Looking.", "thoughtSignature": "gsig2"},
+            call("search", {"q": "x"}, sig="gsig3"),
+        ),
+        user(resp("search", "found")),
+    )
+
+
+def test_anthropic_thinking_not_sent() -> None:
+    assert r(rw.thinking_anthropic()) == body(
+        user("Think, then look up."),
+        model("Looking.", call("search", {"q": "x"})),
+        user(resp("search", "found")),
+    )
+
+
+def test_image_input_inline() -> None:
+    assert r(rw.image_input()) == body(
+        user("What is this?", {"inlineData": {"mimeType": "image/png", "data": rw.PNG_B64}})
+    )
+
+
+def test_image_in_tool_result_after_responses() -> None:
+    png = rw.Attachment(media_type="image/png", data=rw.PNG)
+    w = rw.win(
+        rw.text_in("shot"),
+        rw.calls_out(rw.call("c1", "search", "{}")),
+        rw.results(rw.ok("c1", "search", "here", attachments=(png,))),
+    )
+    assert r(w)["contents"][-1] == user(
+        resp("search", "here"), {"inlineData": {"mimeType": "image/png", "data": rw.PNG_B64}}
+    )
+
+
+def test_history_starting_with_model_output() -> None:
+    assert r(rw.starts_with_output()) == body(
+        user("(continued)"), model("Welcome back."), user("Thanks.")
+    )
+
+
+def test_unanswered_call() -> None:
+    assert r(rw.unanswered()) == body(
+        user("Do two things."),
+        model(call("search", {}), call("search", {"q": 2})),
+        user(
+            resp("search", "one"), resp("search", CANCELLED_TEXT, error=True), "Stop, never mind."
+        ),
+    )
+
+
+def test_foreign_artifacts_not_sent() -> None:
+    out = r(rw.foreign_artifacts())
+    dumped = orjson.dumps(out).decode()
+    assert "GOOG_SIG" in dumped and "GOOG_CALL_SIG" in dumped
+    assert not any(a in dumped for a in ("ANTH_SIG", "ANTH_REDACTED", "rs_OAI", "OAI_ENC"))
+    assert out["contents"][1] == model("A1")
+
+
+def test_max_tokens_and_no_system() -> None:
+    w = rw.win(rw.text_in("q"), system=None, tools=())
+    assert r(w, max_tokens=7) == {
+        "contents": [user("q")],
+        "generationConfig": {"maxOutputTokens": 7},
+    }
+
+
+def test_two_thousand_turns() -> None:
+    contents = r(rw.long_conversation(2000))["contents"]
+    assert len(contents) == 8000
+    assert contents[-4:] == [
+        user("question 1999"),
+        model(call("search", {"q": 1999})),
+        user(resp("search", "result 1999")),
+        model("answer 1999"),
+    ]

@@ -1,0 +1,222 @@
+"""OpenAI Responses bodies: whole payloads compared exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from eventlog.projections.providers.openai_responses import message_id, render
+from eventlog.projections.providers.render_common import CANCELLED_TEXT
+from tests import render_windows as rw
+
+TOOLS = [
+    {
+        "type": "function",
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "strict": False,
+    },
+    {
+        "type": "function",
+        "name": "search",
+        "parameters": {"type": "object", "properties": {}},
+        "strict": False,
+    },
+]
+
+
+def body(
+    *items: dict[str, Any], instructions: str | None = "You are helpful.", **kw: Any
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": "gpt-x"}
+    if instructions is not None:
+        out["instructions"] = instructions
+    out["input"] = list(items)
+    out["tools"] = TOOLS
+    out.update(kw)
+    return out
+
+
+def user(*texts: Any, role: str = "user") -> dict[str, Any]:
+    content = [{"type": "input_text", "text": t} if isinstance(t, str) else t for t in texts]
+    return {"type": "message", "role": role, "content": content}
+
+
+def assistant(seq: int, *texts: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": message_id("conv", seq),
+        "status": "completed",
+        "content": [{"type": "output_text", "text": t, "annotations": []} for t in texts],
+    }
+
+
+def fc(id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": id, "name": name, "arguments": arguments}
+
+
+def out(id: str, output: Any) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": id, "output": output}
+
+
+def r(window: rw.Window, **kw: Any) -> dict[str, Any]:
+    body = render(window, model="gpt-x", **kw)
+    rw.check_openai_responses(body)
+    return body
+
+
+def test_parallel_calls_results_out_of_order() -> None:
+    assert r(rw.parallel_out_of_order(rw.OPENAI_RESPONSES)) == body(
+        user("Weather in Paris and Tokyo?"),
+        assistant(2, "Checking both."),
+        fc("call_1", "get_weather", '{"city": "Paris"}'),
+        fc("call_2", "get_weather", '{"city": "Tokyo"}'),
+        out("call_1", "18C"),
+        out("call_2", "22C"),
+        assistant(4, "Paris 18C, Tokyo 22C."),
+    )
+
+
+def test_failed_tool() -> None:
+    assert r(rw.failed_tool()) == body(
+        user("Search it."), fc("c1", "search", '{"q": "x"}'), out("c1", "Error: timeout after 30s")
+    )
+
+
+def test_unparseable_arguments_sent_raw() -> None:
+    assert r(rw.unparseable_arguments()) == body(
+        user("Search it."), fc("c1", "search", '{"q": "x"'), out("c1", "Error: bad arguments")
+    )
+
+
+def test_consecutive_inputs() -> None:
+    assert r(rw.consecutive_inputs()) == body(
+        user("First."), user("Second."), assistant(3, "Both read.")
+    )
+
+
+def test_only_tool_calls_no_message_item() -> None:
+    assert r(rw.only_tool_calls()) == body(
+        user("Go."), fc("c1", "search", "{}"), out("c1", "found")
+    )
+
+
+def test_international_text_is_code_point_identical() -> None:
+    b = r(rw.international())
+    assert b == body(user(rw.INTL), assistant(2, rw.INTL), user(rw.INTL + " ?"))
+    assert rw.INTL.encode() in orjson.dumps(b)
+
+
+def test_big_tool_output_is_byte_identical() -> None:
+    assert r(rw.big_output())["input"][-1] == out("c1", rw.BIG)
+
+
+def test_system_changed_midway_as_developer_messages() -> None:
+    assert r(rw.system_changed()) == body(
+        user("Answer in English.", role="developer"),
+        user("Hi"),
+        assistant(3, "Hello!"),
+        user("Answer in French.", role="developer"),
+        user("Hi again"),
+        instructions="Answer in French.",
+    )
+
+
+def test_openai_reasoning_items_passed_back() -> None:
+    assert r(rw.reasoning_openai()) == body(
+        user("Think, then look up."),
+        {
+            "type": "reasoning",
+            "id": "rs_123",
+            "summary": [{"type": "summary_text", "text": "Plan."}],
+            "encrypted_content": "ENC==",
+        },
+        fc("call_9", "search", '{"q": "x"}'),
+        out("call_9", "found"),
+    )
+
+
+def test_anthropic_thinking_not_sent() -> None:
+    assert r(rw.thinking_anthropic()) == body(
+        user("Think, then look up."),
+        assistant(2, "Looking."),
+        fc("toolu_01", "search", '{"q": "x"}'),
+        out("toolu_01", "found"),
+    )
+
+
+def test_image_input() -> None:
+    image = {
+        "type": "input_image",
+        "image_url": "data:image/png;base64," + rw.PNG_B64,
+        "detail": "auto",
+    }
+    assert r(rw.image_input()) == body(user("What is this?", image))
+
+
+def test_image_in_tool_result() -> None:
+    png = rw.Attachment(media_type="image/png", data=rw.PNG)
+    w = rw.win(
+        rw.text_in("shot"),
+        rw.calls_out(rw.call("c1", "search", "{}")),
+        rw.results(rw.ok("c1", "search", "here", attachments=(png,))),
+    )
+    image = {
+        "type": "input_image",
+        "image_url": "data:image/png;base64," + rw.PNG_B64,
+        "detail": "auto",
+    }
+    assert r(w)["input"][-1] == out("c1", [{"type": "input_text", "text": "here"}, image])
+
+
+def test_history_starting_with_model_output() -> None:
+    assert r(rw.starts_with_output()) == body(assistant(1, "Welcome back."), user("Thanks."))
+
+
+def test_unanswered_call() -> None:
+    assert r(rw.unanswered()) == body(
+        user("Do two things."),
+        fc("c1", "search", "{}"),
+        fc("c2", "search", '{"q": 2}'),
+        out("c1", "one"),
+        out("c2", "Error: " + CANCELLED_TEXT),
+        user("Stop, never mind."),
+    )
+
+
+def test_foreign_artifacts_not_sent() -> None:
+    b = r(rw.foreign_artifacts())
+    dumped = orjson.dumps(b).decode()
+    assert "rs_OAI" in dumped and "OAI_ENC" in dumped
+    assert not any(a in dumped for a in ("ANTH_SIG", "ANTH_REDACTED", "GOOG_SIG", "GOOG_CALL_SIG"))
+    assert [i.get("type") for i in b["input"]].count("reasoning") == 1
+
+
+def test_reasoning_alone_is_not_sent() -> None:
+    w = rw.win(
+        rw.text_in("q"),
+        rw.ModelOutput(
+            parts=rw.reasoning_openai().items[1].data.parts, invocation=rw.OPENAI_RESPONSES
+        ),
+    )
+    assert r(w)["input"] == [user("q")]
+
+
+def test_max_output_tokens() -> None:
+    w = rw.win(rw.text_in("q"), system=None, tools=())
+    assert r(w, max_tokens=5) == {"model": "gpt-x", "input": [user("q")], "max_output_tokens": 5}
+
+
+def test_two_thousand_turns() -> None:
+    items = r(rw.long_conversation(2000))["input"]
+    assert len(items) == 8000
+    k = 1999
+    assert items[-4:] == [
+        user(f"question {k}"),
+        fc(f"call_{k}", "search", f'{{"q": {k}}}'),
+        out(f"call_{k}", f"result {k}"),
+        assistant(4 * k + 4, f"answer {k}"),
+    ]
