@@ -512,10 +512,14 @@ class JSONLBackend(Backend):
         for stem in sorted(on_disk):
             st = self._stream_by_stem(stem)
             size = os.fstat(self._fd(st)).st_size
-            if size < st.end or not self._ends_with_newline(st):
-                self._rebuild(f"{st.path} does not match the index")
+            try:
+                if size < st.end or not self._ends_with_newline(st):
+                    raise _corrupt(st.path, 0, "is shorter than indexed or was edited")
+                found.extend(self._tail(st))
+            except CorruptionError as exc:
+                # An edit that moved lines: the files are the truth, index them again.
+                self._rebuild(f"{st.path} does not match the index ({exc})")
                 return
-            found.extend(self._tail(st))
         self._roll_forward(found)
 
     def _ends_with_newline(self, st: _Stream) -> bool:

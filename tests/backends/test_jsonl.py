@@ -498,3 +498,18 @@ def test_multiprocess_writers_and_reader(root: Path) -> None:
 
     counts = check_multiprocess(f"jsonl://{root}", writers=4, rounds=40)
     assert counts["events"] == 320
+
+
+def test_edit_that_moves_a_line_boundary_onto_the_indexed_end(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(3))
+        path = _backend(store).stream_path("s")
+    lines = path.read_bytes().splitlines(keepends=True)
+    # lengthen line 2 by exactly the length of the last line: the old end now falls on a newline
+    grow = len(lines[3])
+    lines[2] = lines[2].replace(b'"text":"m1"', b'"text":"m1' + b"x" * grow + b'"')
+    path.write_bytes(b"".join(lines))
+    with _open(root) as store:
+        (problem,) = store.verify().problems
+        assert problem.seq == 2 and "hash mismatch" in problem.message
+        assert len(list(store.read("s", 3))) == 1
