@@ -1,6 +1,7 @@
 """Command-line interface: `eventlog [--store URL] COMMAND`."""
 
-from eventlog.cli import core_cmds, provider_cmds  # noqa: F401 - registers commands
+from eventlog.cli import bench_cmds, core_cmds, provider_cmds  # noqa: F401 - registers commands
+from eventlog.cli import state_cmds  # noqa: F401 - registers commands
 from eventlog.cli.app import cli
 
 

@@ -1,0 +1,350 @@
+"""The limit: raw engines doing the same work on the same events, measured in the same run.
+
+Each function is what a careful user would write by hand, with no eventlog code on the path:
+
+- SQLite: a WAL table ``(position INTEGER PRIMARY KEY, id UNIQUE, stream, seq, data,
+  UNIQUE(stream, seq))``, events encoded with one msgspec MessagePack encoder; ``executemany``
+  of N rows per transaction (synchronous=NORMAL), or autocommit inserts (synchronous=FULL);
+- LMDB: puts of N events per write transaction in an environment opened with ``sync=True``;
+- files: one orjson line per event appended to one file, ``fdatasync`` every N events (the JSONL
+  backend syncs with ``fdatasync`` too);
+- PostgreSQL (when a server answers at ``postgresql://127.0.0.1/test``): psycopg
+  ``executemany`` of N rows per transaction, default ``synchronous_commit``;
+- reads: the rows fetched in order and decoded with one typed msgspec decoder;
+- ``fsync`` latency of a small append.
+
+Rates are events per second; latencies microseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+from eventlog.bench.common import (
+    event_union,
+    msgpack_decoder,
+    msgpack_encoder,
+    optional_module,
+    rate,
+)
+from eventlog.events import EventData, new_event_id
+
+POSTGRES_URL = "postgresql://127.0.0.1/test"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    position INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, stream TEXT NOT NULL,
+    seq INTEGER NOT NULL, data BLOB NOT NULL, UNIQUE (stream, seq)
+)
+"""
+_INSERT = "INSERT INTO events (id, stream, seq, data) VALUES (?, ?, ?, ?)"
+
+
+# -- SQLite --------------------------------------------------------------------------------------
+
+
+def _sqlite(path: Path, synchronous: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute(_SCHEMA)
+    return conn
+
+
+def sqlite_append(path: Path, data: list[EventData], batch: int, synchronous: str) -> float:
+    """Events/s: `batch` rows per transaction (batch 1: autocommit inserts)."""
+    conn = _sqlite(path, synchronous)
+    encode = msgpack_encoder()
+    ids = [new_event_id() for _ in data]
+    n = len(data)
+    t0 = time.perf_counter()
+    if batch == 1:
+        for j in range(n):
+            conn.execute(_INSERT, (ids[j], "s", j + 1, encode(data[j])))
+    else:
+        for i in range(0, n, batch):
+            rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + batch, n))]
+            conn.execute("BEGIN")
+            conn.executemany(_INSERT, rows)
+            conn.execute("COMMIT")
+    result = n / (time.perf_counter() - t0)
+    conn.close()
+    return result
+
+
+class SQLiteReader:
+    """A raw SQLite table holding the events (one stream), for the read limits."""
+
+    def __init__(self, path: Path, data: list[EventData]) -> None:
+        self.conn = _sqlite(path, "OFF")
+        encode = msgpack_encoder()
+        self.n = len(data)
+        self.conn.execute("BEGIN")
+        self.conn.executemany(
+            _INSERT, [(new_event_id(), "s", i + 1, encode(d)) for i, d in enumerate(data)]
+        )
+        self.conn.execute("COMMIT")
+        self.decode = msgpack_decoder()
+
+    def read(self) -> float:
+        """Events/s: SELECT the stream by seq + typed decode."""
+        decode = self.decode
+
+        def run() -> None:
+            rows = self.conn.execute(
+                "SELECT data FROM events WHERE stream = ? ORDER BY seq", ("s",)
+            )
+            out = [decode(r[0]) for r in rows]
+            assert len(out) == self.n
+
+        return rate(self.n, run)
+
+    def read_all(self) -> float:
+        """Events/s: SELECT everything by position, in pages of 1000, + typed decode."""
+        decode = self.decode
+
+        def run() -> None:
+            out: list[Any] = []
+            after = 0
+            while True:
+                rows = self.conn.execute(
+                    "SELECT position, data FROM events WHERE position > ? ORDER BY position "
+                    "LIMIT 1000",
+                    (after,),
+                ).fetchall()
+                if not rows:
+                    break
+                out.extend(decode(r[1]) for r in rows)
+                after = rows[-1][0]
+            assert len(out) == self.n
+
+        return rate(self.n, run)
+
+    def last_n(self, n: int) -> Callable[[], object]:
+        """One call: the newest n events of the stream, decoded, oldest first."""
+        decode = self.decode
+        conn = self.conn
+
+        def run() -> list[Any]:
+            rows = conn.execute(
+                "SELECT data FROM events WHERE stream = ? ORDER BY seq DESC LIMIT ?", ("s", n)
+            ).fetchall()
+            return [decode(r[0]) for r in reversed(rows)]
+
+        return run
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+# -- LMDB ----------------------------------------------------------------------------------------
+
+
+def _lmdb_env(path: Path) -> Any:
+    lmdb = optional_module("lmdb")
+    if lmdb is None:
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    return lmdb.open(str(path), map_size=4 << 30, sync=True, max_dbs=2)
+
+
+def lmdb_append(path: Path, data: list[EventData], batch: int) -> float | None:
+    """Events/s: `batch` puts per synced write transaction (None without lmdb)."""
+    env = _lmdb_env(path)
+    if env is None:
+        return None
+    encode = msgpack_encoder()
+    n = len(data)
+    t0 = time.perf_counter()
+    for i in range(0, n, batch):
+        with env.begin(write=True) as txn:
+            for j in range(i, min(i + batch, n)):
+                txn.put(b"s\x00" + (j + 1).to_bytes(8, "big"), encode(data[j]))
+    result = n / (time.perf_counter() - t0)
+    env.close()
+    return result
+
+
+class LMDBReader:
+    """A raw LMDB environment holding the events, for the read limit."""
+
+    def __init__(self, path: Path, data: list[EventData]) -> None:
+        self.env = _lmdb_env(path)
+        self.n = len(data)
+        encode = msgpack_encoder()
+        if self.env is not None:
+            with self.env.begin(write=True) as txn:
+                for j, d in enumerate(data):
+                    txn.put(b"s\x00" + (j + 1).to_bytes(8, "big"), encode(d))
+        self.decode = msgpack_decoder()
+
+    def read(self) -> float | None:
+        """Events/s: cursor range scan + typed decode."""
+        if self.env is None:
+            return None
+        decode = self.decode
+
+        def run() -> None:
+            with self.env.begin() as txn:
+                cur = txn.cursor()
+                cur.set_range(b"s\x00")
+                out = [decode(v) for v in cur.iternext(keys=False, values=True)]
+            assert len(out) == self.n
+
+        return rate(self.n, run)
+
+    def close(self) -> None:
+        """Close the environment."""
+        if self.env is not None:
+            self.env.close()
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def _line(j: int, event_id: str, d: EventData, encode: Callable[[Any], bytes]) -> bytes:
+    return orjson.dumps({"seq": j + 1, "id": event_id, "data": orjson.Fragment(encode(d))}) + b"\n"
+
+
+def file_append(path: Path, data: list[EventData], batch: int) -> float:
+    """Events/s: one orjson line per event, fdatasync every `batch` events."""
+    encode = msgspec.json.Encoder().encode
+    ids = [new_event_id() for _ in data]
+    n = len(data)
+    with open(path, "ab") as f:
+        fd = f.fileno()
+        t0 = time.perf_counter()
+        for i in range(0, n, batch):
+            f.write(
+                b"".join(_line(j, ids[j], data[j], encode) for j in range(i, min(i + batch, n)))
+            )
+            f.flush()
+            os.fdatasync(fd)
+        return n / (time.perf_counter() - t0)
+
+
+class FileReader:
+    """A raw JSON-lines file holding the events, for the read limit."""
+
+    def __init__(self, path: Path, data: list[EventData]) -> None:
+        encode = msgspec.json.Encoder().encode
+        self.path = path
+        self.n = len(data)
+        with open(path, "wb") as f:
+            f.write(b"".join(_line(j, new_event_id(), d, encode) for j, d in enumerate(data)))
+        line_type: Any = msgspec.defstruct(
+            "Line", [("seq", int), ("id", str), ("data", event_union())]
+        )
+        self.decode = msgspec.json.Decoder(line_type).decode
+
+    def read(self) -> float:
+        """Events/s: iterate the lines + typed decode."""
+        decode = self.decode
+
+        def run() -> None:
+            with open(self.path, "rb") as f:
+                out = [decode(line) for line in f]
+            assert len(out) == self.n
+
+        return rate(self.n, run)
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+
+def postgres_available(url: str = POSTGRES_URL) -> bool:
+    """Whether psycopg is installed and a server answers at `url`."""
+    psycopg = optional_module("psycopg")
+    if psycopg is None:
+        return False
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+    except Exception:
+        return False
+    return True
+
+
+def postgres_append(data: list[EventData], batch: int, url: str = POSTGRES_URL) -> float | None:
+    """Events/s: psycopg executemany of `batch` rows per transaction (None: no server)."""
+    psycopg = optional_module("psycopg")
+    if psycopg is None:
+        return None
+    try:
+        conn = psycopg.connect(url, connect_timeout=2, autocommit=True)
+    except Exception:
+        return None
+    table = f"eventlog_bench_{os.getpid()}"
+    encode = msgpack_encoder()
+    ids = [new_event_id() for _ in data]
+    n = len(data)
+    try:
+        conn.execute(
+            f"CREATE TABLE {table} (position BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+            "stream TEXT NOT NULL, seq BIGINT NOT NULL, data BYTEA NOT NULL, UNIQUE (stream, seq))"
+        )
+        sql = f"INSERT INTO {table} (id, stream, seq, data) VALUES (%s, %s, %s, %s)"
+        t0 = time.perf_counter()
+        for i in range(0, n, batch):
+            rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + batch, n))]
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(sql, rows)
+        return n / (time.perf_counter() - t0)
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.close()
+
+
+# -- decode, fsync, sizes, memory ----------------------------------------------------------------
+
+
+def msgspec_decode(data: list[EventData]) -> Callable[[], float]:
+    """A measurement: events/s decoding the events' MessagePack with one typed decoder."""
+    encode = msgpack_encoder()
+    blobs = [encode(d) for d in data]
+    decode = msgpack_decoder()
+    return lambda: rate(len(blobs), lambda: [decode(b) for b in blobs])
+
+
+def fsync_latency_us(path: Path, calls: int = 200) -> float:
+    """Median microseconds of appending 256 bytes to a file and fsync-ing it."""
+    times = []
+    with open(path, "ab") as f:
+        fd = f.fileno()
+        for _ in range(calls):
+            os.write(fd, b"x" * 256)
+            t0 = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e6
+
+
+def json_bytes_per_event(data: list[EventData]) -> float:
+    """Mean bytes of an event's data as compact JSON (the raw size storage is compared with)."""
+    encode = msgspec.json.Encoder().encode
+    return sum(len(encode(d)) for d in data) / len(data)
+
+
+def decode_peak_mib(data: list[EventData]) -> float:
+    """Peak MiB traced while decoding every event's MessagePack into one list."""
+    encode = msgpack_encoder()
+    blobs = [encode(d) for d in data]
+    decode = msgpack_decoder()
+    tracemalloc.start()
+    try:
+        out = [decode(b) for b in blobs]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak / 2**20

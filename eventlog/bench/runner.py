@@ -1,0 +1,887 @@
+"""Run the whole suite: every figure with its limit and its peers, in one run, on one workload.
+
+`run(Options(...))` returns a JSON-ready dict (machine, command, sizes, figures, growth series);
+`render_table`, `to_markdown` and `plot` present it. `eventlog bench` is the command-line front.
+eventlog and its limit are measured alternately, best of `Sizes.rounds`, so a noisy neighbour
+hurts both alike; nothing here asserts speed.
+"""
+
+from __future__ import annotations
+
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+import eventlog
+from eventlog.bench import figures as ours
+from eventlog.bench import limits as raw
+from eventlog.bench import peers
+from eventlog.bench.common import (
+    LAST_N,
+    QUICK,
+    THREADS,
+    Figure,
+    Sizes,
+    best_of,
+    cpu_count,
+    optional_module,
+    per_call_us,
+)
+from eventlog.bench.workload import conversation_events
+from eventlog.events import EventData
+
+BACKENDS = ("memory", "sqlite", "jsonl", "lmdb")
+BATCHES = (10, 100, 1000)
+PEER_ORDER = ("eventsourcing", "openai-agents", "langgraph", "langchain")
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Options:
+    """What to run."""
+
+    sizes: Sizes = QUICK
+    backends: Sequence[str] = BACKENDS
+    peers: bool = True
+    """Measure the peers that are installed."""
+    postgres: bool = True
+    """Measure raw psycopg when a server answers."""
+    progress: Progress | None = None
+    """Called with one line per figure as it is measured."""
+    workdir: Path | None = None
+    """Where the scratch stores go (default: a temporary directory, removed afterwards)."""
+    command: str = ""
+
+
+@dataclass
+class _Run:
+    opts: Options
+    data: list[EventData]
+    tmp: Path
+    figures: list[Figure] = field(default_factory=list)
+    series: dict[str, Any] = field(default_factory=dict)
+    peers: dict[str, str | None] = field(default_factory=dict)
+    counter: int = 0
+
+    @property
+    def sizes(self) -> Sizes:
+        return self.opts.sizes
+
+    def path(self, name: str) -> Path:
+        self.counter += 1
+        return self.tmp / f"{self.counter:03d}-{name}"
+
+    def has(self, peer: str) -> bool:
+        return self.opts.peers and self.peers.get(peer) is not None
+
+    def add(self, fig: Figure) -> Figure:
+        self.figures.append(fig)
+        if self.opts.progress is not None:
+            self.opts.progress(_progress_line(fig))
+        return fig
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+
+def run(opts: Options) -> dict[str, Any]:
+    """Measure every figure; the result as a JSON-ready dict."""
+    started = time.time()
+    load_before = _load()
+    with _workdir(opts.workdir) as tmp:
+        size = max(opts.sizes.read_events, opts.sizes.batch_events, 4 * opts.sizes.growth_messages)
+        r = _Run(opts, conversation_events(size), tmp)
+        r.peers = peers.available() if opts.peers else {}
+        _limits_only(r)
+        for backend in opts.backends:
+            if not ours.backend_available(backend):
+                _say(r, f"skipping {backend}: not available here")
+                continue
+            _appends(r, backend)
+            _reads(r, backend)
+        _storage(r)
+        _memory(r)
+        if opts.peers and opts.sizes.growth_messages:
+            _growth(r)
+        _windows(r)
+    return {
+        "eventlog_version": eventlog.__version__,
+        "command": opts.command,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "elapsed_s": round(time.time() - started, 1),
+        "load_before": load_before,
+        "load_after": _load(),
+        "machine": machine_info(),
+        "sizes": asdict(opts.sizes),
+        "backends": list(opts.backends),
+        "peers": r.peers,
+        "figures": [f.to_json() for f in r.figures],
+        "series": r.series,
+    }
+
+
+class _workdir:
+    def __init__(self, given: Path | None) -> None:
+        self.given = given
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> Path:
+        if self.given is not None:
+            self.given.mkdir(parents=True, exist_ok=True)
+            return self.given
+        self._tmp = tempfile.TemporaryDirectory(prefix="eventlog-bench-")
+        return Path(self._tmp.name)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _say(r: _Run, line: str) -> None:
+    if r.opts.progress is not None:
+        r.opts.progress(line)
+
+
+# -- limits with no eventlog counterpart ---------------------------------------------------------
+
+
+def _limits_only(r: _Run) -> None:
+    r.add(
+        Figure(
+            "limit.fsync",
+            "limit",
+            "fsync of a 256 B append (median)",
+            "us",
+            False,
+            limit=raw.fsync_latency_us(r.path("fsync"), 50 if r.sizes.name == "tiny" else 200),
+            limit_label="os.fsync",
+        )
+    )
+    (decode,) = best_of(r.sizes.rounds, raw.msgspec_decode(r.data[: r.sizes.read_events]))
+    r.add(
+        Figure(
+            "limit.decode",
+            "limit",
+            "msgspec decode of the events (MessagePack)",
+            "events/s",
+            True,
+            limit=decode,
+            limit_label="msgspec typed decoder",
+        )
+    )
+    if r.opts.postgres and raw.postgres_available():
+        data = r.data[: r.sizes.batch_events]
+        value = None
+        if ours.backend_available("postgresql"):  # pragma: no cover - no backend yet
+            value = ours.append_rate("postgresql", r.path("pg"), data, 100, "batch")
+        fig = Figure(
+            "append.batch100.postgres",
+            "append",
+            "postgres: append 100-event batches",
+            "events/s",
+            True,
+            value=value,
+            limit=raw.postgres_append(data, 100),
+            limit_label="psycopg executemany 100/txn",
+            goal=">= 0.8",
+            note="" if value is not None else "no PostgreSQL backend yet",
+        )
+        r.add(fig)
+
+
+# -- appends -------------------------------------------------------------------------------------
+
+_SINGLE_LIMIT = {
+    "sqlite": "sqlite3 autocommit, synchronous=FULL",
+    "lmdb": "lmdb 1 put/txn, sync",
+    "jsonl": "orjson line + fdatasync each",
+}
+_BATCH_LIMIT = {
+    "sqlite": "sqlite3 executemany {n}/txn, WAL, NORMAL",
+    "lmdb": "lmdb {n} puts/txn, sync",
+    "jsonl": "orjson lines + fdatasync every {n}",
+}
+
+
+def _raw_append(
+    backend: str, path: Path, data: list[EventData], batch: int, durable: bool
+) -> float:
+    if backend == "sqlite":
+        return raw.sqlite_append(path, data, batch, "FULL" if durable else "NORMAL")
+    if backend == "lmdb":
+        return raw.lmdb_append(path, data, batch) or 0.0
+    return raw.file_append(path, data, batch)
+
+
+def _appends(r: _Run, backend: str) -> None:
+    single: float | None = None
+    if backend in ours.FILE_BACKENDS:
+        single = _single(r, backend)
+    for n in BATCHES:
+        _batch(r, backend, n)
+    if backend == "sqlite":
+        _batch_durable_vs_peers(r)
+    if single is not None:
+        data = r.data[: r.sizes.single_events]
+        per = r.sizes.writer_events
+        many, one = best_of(
+            r.sizes.rounds,
+            lambda: ours.writers_rate(backend, r.path("w8"), data, THREADS, per),
+            lambda: ours.append_rate(backend, r.path("w1"), data[: THREADS * per], 1, "fsync"),
+        )
+        r.add(
+            Figure(
+                f"append.writers{THREADS}.{backend}",
+                "append",
+                f"{backend}: {THREADS} threads appending 1 event each, fsync",
+                "events/s",
+                True,
+                value=many,
+                limit=one,
+                limit_label="eventlog, 1 writer, fsync",
+                goal=">= 3",
+            )
+        )
+
+
+def _single(r: _Run, backend: str) -> float:
+    data = r.data[: r.sizes.single_events]
+    fns: list[Callable[[], float]] = [
+        lambda: ours.append_rate(backend, r.path("s1"), data, 1, "fsync"),
+        lambda: _raw_append(backend, r.path("raw-s1"), data, 1, True),
+    ]
+    names = []
+    if backend == "sqlite":
+        if r.has("eventsourcing"):
+            fns.append(lambda: _eventsourcing_append(r, data, 1))
+            names.append("eventsourcing")
+        if r.has("openai-agents"):
+            fns.append(lambda: _openai_append(r, data, 1))
+            names.append("openai-agents")
+    value, limit, *peer_values = best_of(r.sizes.rounds, *fns)
+    r.add(
+        Figure(
+            f"append.single.{backend}",
+            "append",
+            f"{backend}: append 1 event, fsync",
+            "events/s",
+            True,
+            value=value,
+            limit=limit,
+            limit_label=_SINGLE_LIMIT[backend],
+            goal=">= 0.9" if backend == "sqlite" else "",
+            peers=dict(zip(names, peer_values, strict=True)),
+            peer_goals={"best": ">= 1.2"} if names else {},
+        )
+    )
+    return value
+
+
+def _batch(r: _Run, backend: str, n: int) -> None:
+    data = r.data[: r.sizes.batch_events]
+    if n == 10:
+        data = data[: max(n, len(data) // 4)]  # 10-event commits are slow; fewer of them
+    fns: list[Callable[[], float]] = [
+        lambda: ours.append_rate(backend, r.path(f"b{n}"), data, n, "batch")
+    ]
+    if backend == "memory":
+        fns.append(lambda: 0.0)
+    else:
+        fns.append(lambda: _raw_append(backend, r.path(f"raw-b{n}"), data, n, False))
+    value, limit = best_of(r.sizes.rounds, *fns)
+    r.add(
+        Figure(
+            f"append.batch{n}.{backend}",
+            "append",
+            f"{backend}: append {n}-event batches, durability=batch",
+            "events/s",
+            True,
+            value=value,
+            limit=limit or None,
+            limit_label=_BATCH_LIMIT.get(backend, "").format(n=n),
+            goal=">= 0.8" if n == 100 and backend != "memory" else "",
+        )
+    )
+
+
+def _batch_durable_vs_peers(r: _Run) -> None:
+    data = r.data[: r.sizes.batch_events]
+    fns: list[Callable[[], float]] = [
+        lambda: ours.append_rate("sqlite", r.path("b100f"), data, 100, "fsync"),
+        lambda: raw.sqlite_append(r.path("raw-b100f"), data, 100, "FULL"),
+    ]
+    names = []
+    if r.has("eventsourcing"):
+        fns.append(lambda: _eventsourcing_append(r, data, 100))
+        names.append("eventsourcing")
+    if r.has("openai-agents"):
+        fns.append(lambda: _openai_append(r, data, 100))
+        names.append("openai-agents")
+    value, limit, *peer_values = best_of(r.sizes.rounds, *fns)
+    r.add(
+        Figure(
+            "append.batch100_fsync.sqlite",
+            "append",
+            "sqlite: append 100-event batches, fsync",
+            "events/s",
+            True,
+            value=value,
+            limit=limit,
+            limit_label="sqlite3 executemany 100/txn, WAL, FULL",
+            peers=dict(zip(names, peer_values, strict=True)),
+            peer_goals={"best": ">= 1.2"} if names else {},
+        )
+    )
+
+
+def _eventsourcing_append(r: _Run, data: list[EventData], batch: int) -> float:
+    peer = peers.Eventsourcing(r.path("es.db"))
+    try:
+        return peer.append(data, batch)
+    finally:
+        peer.close()
+
+
+def _openai_append(r: _Run, data: list[EventData], batch: int) -> float:
+    peer = peers.OpenAISession(r.path("oai.db"))
+    try:
+        return peer.append(data, batch)
+    finally:
+        peer.close()
+
+
+# -- reads and replay ----------------------------------------------------------------------------
+
+
+def _reads(r: _Run, backend: str) -> None:
+    data = r.data[: r.sizes.read_events]
+    store = ours.Populated(backend, r.path("read"), data)
+    limit_read, limit_all, limit_last = _raw_readers(r, backend, data)
+    try:
+        peer_fns, names, closers = _peer_readers(r, data) if backend == "sqlite" else ([], [], [])
+        try:
+            value, limit, *peer_values = best_of(
+                r.sizes.rounds + 1, store.read, limit_read, *peer_fns
+            )
+        finally:
+            for close in closers:
+                close()
+        r.add(
+            Figure(
+                f"read.stream.{backend}",
+                "read",
+                f"{backend}: read a {len(data)}-event stream, decoded",
+                "events/s",
+                True,
+                value=value,
+                limit=limit,
+                limit_label=_READ_LIMIT[backend],
+                goal=">= 0.8",
+                peers=dict(zip(names, peer_values, strict=True)),
+                peer_goals={"best": ">= 2"} if names else {},
+            )
+        )
+        value, limit = best_of(r.sizes.rounds + 1, store.read_all, limit_all)
+        r.add(
+            Figure(
+                f"read.all.{backend}",
+                "read",
+                f"{backend}: read the whole store by position",
+                "events/s",
+                True,
+                value=value,
+                limit=limit,
+                limit_label=_READ_LIMIT[backend],
+            )
+        )
+        _last_n(r, backend, store, limit_last)
+        _replay(r, backend, store, limit_read)
+    finally:
+        store.close()
+
+
+_READ_LIMIT = {
+    "memory": "msgspec decode of the events",
+    "sqlite": "sqlite3 SELECT + msgspec decode",
+    "lmdb": "lmdb cursor scan + msgspec decode",
+    "jsonl": "file line iteration + msgspec JSON decode",
+}
+
+
+def _raw_readers(
+    r: _Run, backend: str, data: list[EventData]
+) -> tuple[Callable[[], float], Callable[[], float], Callable[[], object] | None]:
+    if backend == "sqlite":
+        reader = raw.SQLiteReader(r.path("raw-read.db"), data)
+        return reader.read, reader.read_all, reader.last_n(LAST_N)
+    if backend == "lmdb":
+        lmdb_reader = raw.LMDBReader(r.path("raw-read"), data)
+        return (lambda: lmdb_reader.read() or 0.0), (lambda: lmdb_reader.read() or 0.0), None
+    if backend == "jsonl":
+        file_reader = raw.FileReader(r.path("raw-read.jsonl"), data)
+        return file_reader.read, file_reader.read, None
+    decode = raw.msgspec_decode(data)
+    return decode, decode, None
+
+
+def _peer_readers(
+    r: _Run, data: list[EventData]
+) -> tuple[list[Callable[[], float]], list[str], list[Callable[[], None]]]:
+    fns: list[Callable[[], float]] = []
+    names: list[str] = []
+    closers: list[Callable[[], None]] = []
+    n = len(data)
+    if r.has("eventsourcing"):
+        es = peers.Eventsourcing(r.path("es-read.db"))
+        es.append(data, 1000)
+        fns.append(lambda: es.read(n))
+        names.append("eventsourcing")
+        closers.append(es.close)
+    if r.has("openai-agents"):
+        oai = peers.OpenAISession(r.path("oai-read.db"))
+        oai.append(data, 1000)
+        fns.append(lambda: oai.read(n))
+        names.append("openai-agents")
+        closers.append(oai.close)
+    return fns, names, closers
+
+
+def _last_n(
+    r: _Run, backend: str, store: ours.Populated, limit_fn: Callable[[], object] | None
+) -> None:
+    calls = r.sizes.last_n_calls
+    value = min(per_call_us(calls, store.last_n(LAST_N)) for _ in range(r.sizes.rounds))
+    limit = (
+        min(per_call_us(calls, limit_fn) for _ in range(r.sizes.rounds))
+        if limit_fn is not None
+        else None
+    )
+    found: dict[str, float] = {}
+    if backend == "sqlite" and r.has("openai-agents"):
+        oai = peers.OpenAISession(r.path("oai-last.db"))
+        try:
+            oai.append(r.data[: r.sizes.read_events], 1000)
+            found["openai-agents"] = oai.last_n_us(LAST_N, max(10, calls // 10))
+        finally:
+            oai.close()
+    r.add(
+        Figure(
+            f"read.last{LAST_N}.{backend}",
+            "read",
+            f"{backend}: last {LAST_N} events of the stream",
+            "us",
+            False,
+            value=value,
+            limit=limit,
+            limit_label="sqlite3 SELECT DESC LIMIT + decode" if limit is not None else "",
+            peers=found,
+        )
+    )
+
+
+def _replay(r: _Run, backend: str, store: ours.Populated, limit_read: Callable[[], float]) -> None:
+    measure = store.replay()
+    if measure is None:
+        r.add(
+            Figure(
+                f"replay.state.{backend}",
+                "replay",
+                f"{backend}: replay into ConversationState",
+                "events/s",
+                True,
+                note="pending: the state projection is not available",
+            )
+        )
+        return
+    value, limit = best_of(r.sizes.rounds, measure, limit_read)
+    r.add(
+        Figure(
+            f"replay.state.{backend}",
+            "replay",
+            f"{backend}: replay into ConversationState",
+            "events/s",
+            True,
+            value=value,
+            limit=limit,
+            limit_label=_READ_LIMIT[backend],
+        )
+    )
+
+
+# -- storage and memory --------------------------------------------------------------------------
+
+
+def _storage(r: _Run) -> None:
+    data = r.data[: r.sizes.batch_events]
+    json_size = raw.json_bytes_per_event(data)
+    for backend in r.opts.backends:
+        if backend not in ours.FILE_BACKENDS or not ours.backend_available(backend):
+            continue
+        for mode in ("none", "zstd", "zstd+dict"):
+            value = ours.storage_per_event(backend, r.path(f"size-{mode}"), data, mode)
+            r.add(
+                Figure(
+                    f"storage.{mode.replace('+', '_')}.{backend}",
+                    "storage",
+                    f"{backend}: bytes on disk per event, compression {mode}",
+                    "B/event",
+                    False,
+                    value=value,
+                    limit=json_size,
+                    limit_label="the event as compact JSON",
+                    goal="<= 0.6" if mode == "zstd+dict" else "",
+                    note="" if value is not None else "zstandard is not installed",
+                )
+            )
+
+
+def _memory(r: _Run) -> None:
+    # A file backend decodes every event it returns (memory hands back its own objects).
+    order = [b for b in r.opts.backends if b != "memory"] + ["memory"]
+    backend = next((b for b in order if b in r.opts.backends and ours.backend_available(b)), None)
+    if backend is None:
+        return
+    data = r.data[: r.sizes.read_events]
+    store = ours.Populated(backend, r.path("mem"), data)
+    try:
+        limit = raw.decode_peak_mib(data)
+        r.add(
+            Figure(
+                f"memory.read.{backend}",
+                "memory",
+                f"{backend}: peak memory reading {len(data)} events into a list",
+                "MiB",
+                False,
+                value=store.read_peak_mib(),
+                limit=limit,
+                limit_label="msgspec decode into a list",
+            )
+        )
+        r.add(
+            Figure(
+                f"memory.replay.{backend}",
+                "memory",
+                f"{backend}: peak memory replaying {len(data)} events into state",
+                "MiB",
+                False,
+                value=store.replay_peak_mib(),
+                limit=limit,
+                limit_label="msgspec decode into a list",
+            )
+        )
+    finally:
+        store.close()
+
+
+# -- growth against LangGraph and the OpenAI session ---------------------------------------------
+
+
+def _growth(r: _Run) -> None:
+    turns = peers.conversation_turns(r.data)
+    points = [p for p in r.sizes.growth_points if p <= r.sizes.growth_messages]
+    _say(r, f"growth: appending a conversation turn by turn up to {points[-1]} messages ...")
+    mine, my_load = ours.turn_growth(r.path("growth"), turns, points, peers.messages_in)
+    series: dict[str, Any] = {"eventlog": mine}
+    loads: dict[str, float] = {}
+    if r.has("langgraph"):
+        _say(r, "growth: LangGraph SqliteSaver (stores the whole message list per step) ...")
+        series["langgraph"], lg_load = peers.langgraph_growth(r.path("lg.db"), turns, points)
+        if lg_load is not None:
+            loads["langgraph"] = lg_load
+    if r.has("openai-agents"):
+        oai = peers.OpenAISession(r.path("oai-growth.db"))
+        try:
+            series["openai-agents"] = oai.growth(turns, points)
+        finally:
+            oai.close()
+    r.series["growth"] = series
+    if not mine:
+        return
+    last = mine[-1]
+    n = int(last["messages"])
+
+    def at_end(key: str) -> dict[str, float]:
+        return {p: s[-1][key] for p, s in series.items() if p != "eventlog" and s}
+
+    r.add(
+        Figure(
+            "peers.size_at_end",
+            "peers",
+            f"sqlite: store size at {n} messages",
+            "MB",
+            False,
+            value=last["bytes"] / 1e6,
+            peers={p: v / 1e6 for p, v in at_end("bytes").items()},
+            peer_goals={"langgraph": "<= 0.01"} if "langgraph" in series else {},
+        )
+    )
+    r.add(
+        Figure(
+            "peers.turn_at_end",
+            "peers",
+            f"sqlite: record one turn at {n} messages (fsync)",
+            "ms",
+            False,
+            value=last["turn_ms"],
+            peers=at_end("turn_ms"),
+        )
+    )
+    r.add(
+        Figure(
+            "peers.load_at_end",
+            "peers",
+            f"sqlite: load the conversation at {n} messages",
+            "ms",
+            False,
+            value=my_load,
+            peers=loads,
+        )
+    )
+
+
+# -- windows and rendering (hooks) ---------------------------------------------------------------
+
+
+def _windows(r: _Run) -> None:
+    window = ours.window_module()
+    note = "pending: eventlog.projections.window is not built yet" if window is None else ""
+    if window is None:
+        r.add(
+            Figure(
+                "window.pending",
+                "window",
+                "window from scratch / incremental on 1k, 10k, 100k-event histories",
+                "ms",
+                False,
+                note=note,
+            )
+        )
+    found: dict[str, float] = {}
+    if r.has("langchain") and r.sizes.name != "tiny":
+        tokens = optional_module("eventlog.projections.tokens")
+        if tokens is not None:
+            counter = tokens.get_counter("estimate")
+            data = r.data[: r.sizes.read_events]
+            value = peers.trim_messages_ms(data, counter.count_text, 100_000)
+            if value is not None:
+                found["langchain"] = value
+    r.add(
+        Figure(
+            "window.full_vs_trim",
+            "window",
+            f"full window (100k tokens) over {r.sizes.read_events} events",
+            "ms",
+            False,
+            peers=found,
+            peer_goals={"langchain": "<= 0.1"},
+            note=note,
+        )
+    )
+    _render(r)
+
+
+def _render(r: _Run) -> None:
+    render = ours.render_module()
+    if render is None:
+        r.add(
+            Figure(
+                "render.pending",
+                "render",
+                "render a window per provider",
+                "ms",
+                False,
+                note="pending: provider renderers are not available",
+            )
+        )
+        return
+    window, encode = ours.tail_window(r.data[: r.sizes.read_events], RENDER_EVENTS)
+    calls = max(3, r.sizes.last_n_calls // 20)
+    limit = min(per_call_us(calls, encode) for _ in range(r.sizes.rounds)) / 1e3
+    for provider in render.PROVIDERS:
+
+        def one(p: str = provider) -> object:
+            return render.render_json(window, p, model="bench-model", max_tokens=1024)
+
+        value = min(per_call_us(calls, one) for _ in range(r.sizes.rounds)) / 1e3
+        r.add(
+            Figure(
+                f"render.{provider}",
+                "render",
+                f"render a {len(window.items)}-item window to {provider} JSON",
+                "ms",
+                False,
+                value=value,
+                limit=limit,
+                limit_label="msgspec JSON encode of the window",
+            )
+        )
+
+
+RENDER_EVENTS = 200
+"""Events in the window the renderers are timed on (about a 100k-token window here)."""
+
+
+# -- machine -------------------------------------------------------------------------------------
+
+
+def _load() -> list[float]:
+    try:
+        import os
+
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return []
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:  # pragma: no cover
+        pass
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count, memory, Python, SQLite and library versions."""
+    libs = (
+        "msgspec",
+        "orjson",
+        "lmdb",
+        "zstandard",
+        "psycopg",
+        "eventsourcing",
+        "openai-agents",
+        "langgraph",
+        "langgraph-checkpoint-sqlite",
+        "langchain-core",
+        "matplotlib",
+    )
+    return {
+        "cpus": cpu_count(),
+        "memory_gib": _memory_gib(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "libraries": {lib: _version(lib) for lib in libs},
+    }
+
+
+# -- presentation --------------------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """A value with its unit, compactly."""
+    if value is None:
+        return "-"
+    if unit == "events/s":
+        if value >= 1e6:
+            return f"{value / 1e6:.2f}M/s"
+        if value >= 1e3:
+            return f"{value / 1e3:.1f}k/s"
+        return f"{value:.0f}/s"
+    if unit in ("us", "ms"):
+        return f"{value:,.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    if unit == "B/event":
+        return f"{value:,.0f} B"
+    return f"{value:,.1f} {unit}"
+
+
+def _fmt_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{ratio:.3f}" if ratio < 0.1 else f"{ratio:.2f}"
+
+
+def _peer_columns(result: dict[str, Any]) -> list[str]:
+    present = {p for f in result["figures"] for p in f["peers"]}
+    return [p for p in PEER_ORDER if p in present]
+
+
+def _goal_text(fig: dict[str, Any]) -> str:
+    parts = [("ok " if g["met"] else "MISSED ") + g["goal"] for g in fig["goals"]]
+    if fig["note"]:
+        parts.append(fig["note"])
+    return "; ".join(parts)
+
+
+def rows(result: dict[str, Any]) -> Iterator[list[str]]:
+    """The table's rows as text: figure, eventlog, limit, x limit, (peer, x peer)..., goals."""
+    columns = _peer_columns(result)
+    for f in result["figures"]:
+        limit = fmt(f["limit"], f["unit"])
+        if f["limit_label"] and f["limit"] is not None:
+            limit += f" ({f['limit_label']})"
+        row = [f["label"], fmt(f["value"], f["unit"]), limit, _fmt_ratio(f["ratio"])]
+        for p in columns:
+            row += [fmt(f["peers"].get(p), f["unit"]), _fmt_ratio(f["peer_ratios"].get(p))]
+        row.append(_goal_text(f))
+        yield row
+
+
+def headers(result: dict[str, Any]) -> list[str]:
+    """The table's column headers."""
+    out = ["figure", "eventlog", "limit", "x limit"]
+    for p in _peer_columns(result):
+        out += [p, f"x {p}"]
+    return out + ["goals"]
+
+
+def render_table(result: dict[str, Any]) -> Table:
+    """One rich table of every figure."""
+    machine = result["machine"]
+    table = Table(
+        title=(
+            f"eventlog bench ({result['sizes']['name']}): {machine['cpus']} CPUs, "
+            f"Python {machine['python']}, SQLite {machine['sqlite']}, "
+            f"load {result['load_before']} -> {result['load_after']}"
+        ),
+        show_lines=False,
+    )
+    for i, h in enumerate(headers(result)):
+        table.add_column(h, justify="left" if i in (0, 2) else "right", overflow="fold")
+    for row in rows(result):
+        table.add_row(*row)
+    return table
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    """The table as GitHub Markdown."""
+    head = headers(result)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows(result):
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _progress_line(fig: Figure) -> str:
+    text = f"{fig.label}: {fmt(fig.value, fig.unit)}"
+    if fig.limit is not None:
+        text += f"  limit {fmt(fig.limit, fig.unit)}"
+    if fig.ratio is not None:
+        text += f"  x{fig.ratio:.2f}"
+    for p in fig.peers:
+        text += f"  {p} {fmt(fig.peers[p], fig.unit)}"
+    if fig.note:
+        text += f"  ({fig.note})"
+    return text

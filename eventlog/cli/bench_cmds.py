@@ -1,0 +1,82 @@
+"""`eventlog bench`: the benchmark suite against the limit and the peers, in one run."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from eventlog.bench.common import FULL, QUICK, SIZES
+from eventlog.cli.app import cli, console, err_console
+
+BACKEND_CHOICES = ("memory", "sqlite", "jsonl", "lmdb")
+
+
+@cli.command("bench")
+@click.option("--quick", is_flag=True, help="Smaller workload (under 2 minutes).")
+@click.option(
+    "--size",
+    type=click.Choice(sorted(SIZES)),
+    default=None,
+    hidden=True,
+    help="Workload preset (overrides --quick).",
+)
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    type=click.Choice(BACKEND_CHOICES),
+    help="Backend to measure (repeatable; default: all available).",
+)
+@click.option("--no-peers", is_flag=True, help="Skip the peers even when installed.")
+@click.option(
+    "--json", "json_path", type=click.Path(path_type=Path), help="Save the results as JSON."
+)
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Save a PNG plot.")
+@click.option(
+    "--markdown", "md_path", type=click.Path(path_type=Path), help="Save the table as Markdown."
+)
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where scratch stores go (default: a temporary directory, removed afterwards).",
+)
+def bench_cmd(
+    quick: bool,
+    size: str | None,
+    backends: tuple[str, ...],
+    no_peers: bool,
+    json_path: Path | None,
+    plot_path: Path | None,
+    md_path: Path | None,
+    workdir: Path | None,
+) -> None:
+    """Measure eventlog against raw engines (the limit) and its peers, and print one table."""
+    from eventlog.bench import runner
+
+    sizes = SIZES[size] if size else (QUICK if quick else FULL)
+    options = runner.Options(
+        sizes=sizes,
+        backends=backends or runner.BACKENDS,
+        peers=not no_peers,
+        progress=lambda line: err_console.print(f"[dim]bench[/dim] {line}", highlight=False),
+        workdir=workdir,
+        command=shlex.join(["eventlog", *sys.argv[1:]]),
+    )
+    result = runner.run(options)
+    width = console.width if console.is_terminal else 220
+    console.print(runner.render_table(result), width=width)
+    if json_path is not None:
+        json_path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        err_console.print(f"results saved to {json_path}")
+    if md_path is not None:
+        md_path.write_text(runner.to_markdown(result))
+    if plot_path is not None:
+        from eventlog.bench.plot import plot
+
+        plot(result, plot_path)
+        err_console.print(f"plot saved to {plot_path}")

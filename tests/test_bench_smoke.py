@@ -1,0 +1,104 @@
+"""Smoke test of the benchmark runner: a tiny workload on memory + SQLite, no peers.
+
+Checks the shape of the results (figures present, numbers positive, ratios computed), never the
+speed: timing on a shared machine is too noisy for a test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from eventlog.bench import runner
+from eventlog.bench.common import TINY
+from eventlog.cli import cli
+
+EXPECTED = [
+    "limit.fsync",
+    "limit.decode",
+    "append.batch10.memory",
+    "append.batch100.memory",
+    "append.batch1000.memory",
+    "read.stream.memory",
+    "read.all.memory",
+    "read.last50.memory",
+    "append.single.sqlite",
+    "append.batch10.sqlite",
+    "append.batch100.sqlite",
+    "append.batch1000.sqlite",
+    "append.batch100_fsync.sqlite",
+    "append.writers8.sqlite",
+    "read.stream.sqlite",
+    "read.all.sqlite",
+    "read.last50.sqlite",
+    "storage.none.sqlite",
+    "storage.zstd.sqlite",
+    "storage.zstd_dict.sqlite",
+    "memory.read.memory",
+]
+WITH_LIMIT = [
+    "append.single.sqlite",
+    "append.batch100.sqlite",
+    "append.writers8.sqlite",
+    "read.stream.sqlite",
+    "read.stream.memory",
+    "read.last50.sqlite",
+    "storage.zstd_dict.sqlite",
+]
+
+
+def test_runner_tiny(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = runner.run(
+        runner.Options(
+            sizes=TINY,
+            backends=("memory", "sqlite"),
+            peers=False,
+            postgres=False,
+            progress=lines.append,
+            workdir=tmp_path / "work",
+        )
+    )
+    figures = {f["key"]: f for f in result["figures"]}
+    assert not [k for k in EXPECTED if k not in figures]
+    for key in EXPECTED:
+        value = figures[key]["value"] if not key.startswith("limit.") else figures[key]["limit"]
+        assert value is not None and value > 0, key
+    for key in WITH_LIMIT:
+        fig = figures[key]
+        assert fig["limit"] > 0, key
+        assert fig["ratio"] == fig["value"] / fig["limit"], key
+    assert figures["storage.zstd_dict.sqlite"]["goals"], "the storage goal is checked"
+    assert result["machine"]["cpus"] >= 1
+    assert result["machine"]["sqlite"]
+    assert result["peers"] == {}
+    assert len(lines) == len(result["figures"])
+    json.dumps(result)  # JSON-ready
+    md = runner.to_markdown(result)
+    assert md.count("\n") == len(result["figures"]) + 2
+
+
+def test_cli_bench_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "--size",
+            "tiny",
+            "--backend",
+            "memory",
+            "--no-peers",
+            "--json",
+            str(out),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "eventlog bench (tiny)" in res.output
+    result = json.loads(out.read_text())
+    assert result["command"].startswith("eventlog ")
+    assert any(f["key"] == "read.stream.memory" and f["value"] > 0 for f in result["figures"])
