@@ -24,5 +24,16 @@ lint: $(STAMP)
 test: lint
 	$(VENV)/bin/pytest
 
-bench: $(STAMP)
-	$(VENV)/bin/eventlog bench --quick
+# The peers are measured from their own venv, never installed into the dev venv.
+BENCH_VENV ?= .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed-$(shell cksum pyproject.toml | cut -d" " -f1)
+
+$(BENCH_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,benchmarks]"
+	rm -f $(BENCH_VENV)/.installed-*
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/eventlog bench --quick
