@@ -34,7 +34,7 @@ def big_text(n: int = 4000) -> el.ModelInput:
 
 
 def conversation(n: int, seed: int = 0) -> list[el.EventData]:
-    from benchmarks.workload import conversation_events
+    from eventlog.bench.workload import conversation_events
 
     return conversation_events(n, seed)
 

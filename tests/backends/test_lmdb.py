@@ -69,7 +69,7 @@ def trained_dictionary() -> tuple[int, bytes]:
     """A dictionary trained on events like the suite's, made once per session."""
     import zstandard
 
-    from benchmarks.workload import conversation_events
+    from eventlog.bench.workload import conversation_events
 
     encode = msgspec.msgpack.Encoder().encode
     samples = [encode(e.data) for e in text_events(300)]

@@ -1,0 +1,232 @@
+"""LMDB backend vs raw `lmdb` on the same events, in the same run; storage with compression
+(issue 5 goals).
+
+Run:  .venv/bin/pytest benchmarks/test_bench_lmdb.py --benchmark-enable -s
+
+Each test measures eventlog and the raw baseline alternately (best of a few rounds, so a noisy
+neighbour hurts both alike), prints the rates and their ratio, and records them in the benchmark's
+`extra_info` (kept by `--benchmark-json`). The raw baseline is what a careful user would write by
+hand: one LMDB environment with default (fully synced) commits, one named database keyed by
+stream + big-endian seq, each event's payload encoded with one msgspec MessagePack encoder inside
+the timed loop.
+
+Goals: 100-event batches at durability=fsync >= 0.8x raw puts of 100 per transaction with sync
+on; replay of a 10k-event stream, decoded, >= 0.8x a raw cursor range scan + typed decode.
+Storage: bytes per event with no compression, zstd, and zstd + a dictionary trained on another
+conversation of the same workload. The figures are printed, not asserted: timing on a shared
+machine is too noisy for a pass/fail gate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+import pytest
+
+import eventlog as el
+from eventlog.backends.lmdb import LMDBBackend
+from eventlog.bench.workload import conversation_events
+from eventlog.compression import train_dictionary
+from eventlog.events import registered_event_types
+
+BATCH_EVENTS = 5_000
+REPLAY_EVENTS = 10_000
+ROUNDS = 3
+_U64 = struct.Struct(">Q")
+_MAP = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def workload() -> list[el.EventData]:
+    return conversation_events(REPLAY_EVENTS)
+
+
+@pytest.fixture
+def fresh_path(tmp_path: Path) -> Callable[[], Path]:
+    counter = itertools.count()
+    return lambda: tmp_path / f"b{next(counter)}"
+
+
+def _url(path: Path, query: str = "") -> str:
+    return f"lmdb://{path}" + (f"?{query}" if query else "")
+
+
+def _best(fn: Callable[[], float], rounds: int = ROUNDS) -> float:
+    return max(fn() for _ in range(rounds))
+
+
+def _report(benchmark: Any, name: str, ours: float, raw: float, goal: float) -> None:
+    ratio = ours / raw
+    verdict = "ok" if ratio >= goal else "MISSED"
+    print(
+        f"\n{name}: eventlog {ours:,.0f}/s, raw lmdb {raw:,.0f}/s, "
+        f"ratio {ratio:.2f} (goal >= {goal}) {verdict}"
+    )
+    benchmark.extra_info.update(
+        {"eventlog_per_s": ours, "baseline_per_s": raw, "ratio": ratio, "goal": goal}
+    )
+
+
+def _union_of(types: tuple[type[el.EventData], ...]) -> Any:
+    union: Any = types[0]
+    for t in types[1:]:
+        union = union | t
+    return union
+
+
+# -- appends ------------------------------------------------------------------------------------
+
+
+def _eventlog_batches(path: Path, data: list[el.EventData], size: int, durability: str) -> float:
+    events = [el.Event(data=d) for d in data]
+    with el.open(_url(path, f"map_size={_MAP}"), durability=durability) as store:
+        t0 = time.perf_counter()
+        for i in range(0, len(events), size):
+            store.append("s", events[i : i + size])
+        return len(events) / (time.perf_counter() - t0)
+
+
+def _raw_batches(path: Path, data: list[el.EventData], size: int) -> float:
+    env = lmdb.open(str(path), map_size=_MAP, max_dbs=2)  # sync=True, metasync=True
+    db = env.open_db(b"events")
+    encode = msgspec.msgpack.Encoder().encode
+    prefix = b"s\x00\x01"
+    t0 = time.perf_counter()
+    for i in range(0, len(data), size):
+        with env.begin(write=True, db=db) as txn:
+            for j in range(i, min(i + size, len(data))):
+                txn.put(prefix + _U64.pack(j + 1), encode(data[j]))
+    rate = len(data) / (time.perf_counter() - t0)
+    env.close()
+    return rate
+
+
+def test_batch_appends_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    data = workload[:BATCH_EVENTS]
+    ours = raw = 0.0
+    for _ in range(ROUNDS):
+        raw = max(raw, _raw_batches(fresh_path(), data, 100))
+        ours = max(ours, _eventlog_batches(fresh_path(), data, 100, "fsync"))
+    benchmark.pedantic(
+        lambda: _eventlog_batches(fresh_path(), data, 100, "fsync"), rounds=1, iterations=1
+    )
+    _report(benchmark, "100-event batches, durability=fsync", ours, raw, 0.8)
+    batch = _best(lambda: _eventlog_batches(fresh_path(), data, 100, "batch"))
+    print(f"  same at durability=batch (no meta-page flush): {batch:,.0f}/s")
+    benchmark.extra_info["batch_level_per_s"] = batch
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def test_replay_vs_raw(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    ours_path, raw_path = fresh_path(), fresh_path()
+    events = [el.Event(data=d) for d in workload]
+    with el.open(_url(ours_path), durability="none") as store:
+        for i in range(0, len(events), 1000):
+            store.append("s", events[i : i + 1000])
+    env = lmdb.open(str(raw_path), map_size=_MAP, max_dbs=2)
+    db = env.open_db(b"events")
+    encode = msgspec.msgpack.Encoder().encode
+    prefix = b"s\x00\x01"
+    with env.begin(write=True, db=db) as txn:
+        for i, e in enumerate(events):
+            txn.put(prefix + _U64.pack(i + 1), encode(e.data))
+    typed = msgspec.msgpack.Decoder(_union_of(tuple(registered_event_types().values()))).decode
+    lo, hi = prefix + _U64.pack(1), prefix + _U64.pack(2**64 - 1)
+
+    def raw_replay() -> float:
+        t0 = time.perf_counter()
+        out = []
+        with env.begin(db=db) as txn:
+            cur = txn.cursor()
+            cur.set_range(lo)
+            for k, v in cur:
+                if k > hi:
+                    break
+                out.append(typed(v))
+        assert len(out) == len(events)
+        return len(out) / (time.perf_counter() - t0)
+
+    with el.open(_url(ours_path)) as store:
+
+        def our_replay() -> float:
+            t0 = time.perf_counter()
+            out = list(store.read("s"))
+            assert len(out) == len(events)
+            return len(out) / (time.perf_counter() - t0)
+
+        ours = raw = 0.0
+        for _ in range(ROUNDS + 2):
+            raw = max(raw, raw_replay())
+            ours = max(ours, our_replay())
+        benchmark.pedantic(our_replay, rounds=3, iterations=1)
+    env.close()
+    _report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream, decoded", ours, raw, 0.8)
+
+
+# -- storage ------------------------------------------------------------------------------------
+
+
+def _used_bytes(store: el.Store) -> int:
+    """Bytes of the LMDB file in use (pages up to the last one written)."""
+    backend = store.backend
+    assert isinstance(backend, LMDBBackend)
+    info, stat = backend.env.info(), backend.env.stat()
+    return int((info["last_pgno"] + 1) * stat["psize"])
+
+
+def test_storage_bytes_per_event(
+    benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
+) -> None:
+    encode = msgspec.msgpack.Encoder().encode
+    sizes = [len(encode(d)) for d in workload]
+    small = [i for i, n in enumerate(sizes) if n < 1024]
+    results: dict[str, dict[str, float]] = {}
+
+    def measure(label: str, query: str, train_on: list[el.EventData] | None) -> None:
+        with el.open(_url(fresh_path(), query), durability="none") as store:
+            if train_on is not None:
+                store.append("training", train_on)
+                train_dictionary(store)
+                base = _used_bytes(store)
+            else:
+                base = _used_bytes(store)
+            for i in range(0, len(workload), 1000):
+                store.append("s", workload[i : i + 1000])
+            stored = [len(r.data) for r in store.backend.read("s", 1, None)]
+            file_per_event = (_used_bytes(store) - base) / len(workload)
+        payload = sum(stored) / len(stored)
+        small_ratio = sum(sizes[i] for i in small) / sum(stored[i] for i in small)
+        results[label] = {
+            "payload_bytes": payload,
+            "file_bytes": file_per_event,
+            "ratio": sum(sizes) / sum(stored),
+            "small_ratio": small_ratio,
+        }
+
+    benchmark.pedantic(lambda: measure("none", "", None), rounds=1, iterations=1)
+    measure("zstd", "compression=zstd", None)
+    measure("zstd+dict", "compression=zstd", conversation_events(3000, seed=1))
+    print(
+        f"\nstorage on the benchmark conversation ({len(workload)} events, "
+        f"{sum(sizes) / len(sizes):,.0f} B msgpack each, {len(small)} under 1 KB):"
+    )
+    for label, r in results.items():
+        print(
+            f"  {label:10} payload {r['payload_bytes']:7,.0f} B/event "
+            f"(x{r['ratio']:.2f}; events < 1 KB x{r['small_ratio']:.2f}), "
+            f"LMDB file {r['file_bytes']:7,.0f} B/event"
+        )
+    benchmark.extra_info["storage"] = results
