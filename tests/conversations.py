@@ -49,7 +49,6 @@ steps: st.SearchStrategy[tuple[Any, ...]] = st.one_of(
 def build(plan: list[tuple[Any, ...]]) -> list[el.EventData]:
     """Turn a plan of steps into the events of a valid conversation."""
     out: list[el.EventData] = []
-    calls = 0
     for step in plan:
         kind = step[0]
         if kind == "system":
@@ -59,33 +58,11 @@ def build(plan: list[tuple[Any, ...]]) -> list[el.EventData]:
         elif kind == "input":
             out.append(el.ModelInput(sections=step[1]))
         elif kind == "turn":
-            _, tools, invocation, usage, between, failed = step
-            made = []
-            for name in tools:
-                calls += 1
-                made.append(el.ToolCall.parse(f"call_{calls}", name, '{"x": 1}'))
-            out.append(
-                el.ModelOutput(
-                    parts=(el.TextPart(text="ok"),),
-                    tool_calls=tuple(made),
-                    invocation=invocation,
-                    usage=usage,
-                )
-            )
-            for i in range(between):
-                out.append(el.WidgetUpdated(widget="progress", state=f"step {i}"))
-            if made:
-                if failed:
-                    out.append(el.ToolResults(execute_error="sandbox is down"))
-                else:
-                    out.append(
-                        el.ToolResults(
-                            results=tuple(
-                                el.ToolResult(call_id=c.id, tool_name=c.name, content="done")
-                                for c in made
-                            )
-                        )
-                    )
+            made = [
+                el.ToolCall.parse(f"call_{len(out)}_{i}", n, '{"x": 1}')
+                for i, n in enumerate(step[1])
+            ]
+            out.extend(_turn(made, *step[2:]))
         elif kind == "skill":
             out.append(el.SkillActivated(name=step[1], instructions=step[2]))
         elif kind == "widget":
@@ -100,6 +77,26 @@ def build(plan: list[tuple[Any, ...]]) -> list[el.EventData]:
                 out.append(el.Compaction(first_seq=first, last_seq=last, summary=step[3]))
         elif kind == "custom":
             out.append(el.Custom(kind=step[1], data=step[2]))
+    return out
+
+
+def _turn(
+    made: list[el.ToolCall], invocation: Any, usage: Any, between: int, failed: bool
+) -> list[el.EventData]:
+    out: list[el.EventData] = [
+        el.ModelOutput(
+            parts=(el.TextPart(text="ok"),),
+            tool_calls=tuple(made),
+            invocation=invocation,
+            usage=usage,
+        )
+    ]
+    out.extend(el.WidgetUpdated(widget="progress", state=f"step {i}") for i in range(between))
+    if made and failed:
+        out.append(el.ToolResults(execute_error="sandbox is down"))
+    elif made:
+        results = tuple(el.ToolResult(call_id=c.id, tool_name=c.name, content="done") for c in made)
+        out.append(el.ToolResults(results=results))
     return out
 
 

@@ -21,8 +21,8 @@ from eventlog.projections import (
     SnapshotWarning,
     checkpoint_seq,
     fork,
+    persistent,
 )
-from eventlog.projections import persistent
 from tests.conversations import conversations
 
 NAME, VERSION = ConversationProjection.name, ConversationProjection.version

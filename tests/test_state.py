@@ -11,7 +11,6 @@ from hypothesis import given, settings
 
 import eventlog as el
 from eventlog.errors import ConversationError
-from eventlog.projections import persistent
 from eventlog.projections import (
     ConversationProjection,
     ConversationState,
@@ -21,6 +20,7 @@ from eventlog.projections import (
     Runner,
     ToolResultsEntry,
     conversation_state,
+    persistent,
 )
 from eventlog.projections.state import decode_state, encode_state, iter_entries
 from tests.conversations import conversations
