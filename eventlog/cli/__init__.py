@@ -2,7 +2,6 @@
 
 import eventlog.cli.state_cmds  # noqa: F401 - registers commands
 from eventlog.cli import bench_cmds, core_cmds, provider_cmds  # noqa: F401 - registers commands
-from eventlog.cli import state_cmds  # noqa: F401 - registers commands
 from eventlog.cli.app import cli
 
 
