@@ -36,7 +36,7 @@ EXPECTED = [
     "storage.none.sqlite",
     "storage.zstd.sqlite",
     "storage.zstd_dict.sqlite",
-    "memory.read.memory",
+    "memory.read.sqlite",
 ]
 WITH_LIMIT = [
     "append.single.sqlite",
