@@ -183,3 +183,15 @@ def test_random_windows_keep_every_invariant(provider: str, window: rw.Window) -
     for issuer, receivers in rw.RECEIVERS.items():
         if provider not in receivers:
             assert f"ART-{issuer}-" not in text, issuer
+
+
+def test_made_unique_ids_never_collide_with_literal_ones() -> None:
+    calls = [rw.call(i, "search", "{}") for i in ("c1", "c2", "c1~2")]
+    w = rw.win(
+        rw.calls_out(rw.call("c1", "search", "{}")),
+        rw.results(rw.ok("c1", "search", "a")),
+        rw.calls_out(*calls),
+        rw.results(*(rw.ok(c.id, "search", "b") for c in calls)),
+    )
+    for provider in PROVIDERS:
+        rw.CHECKERS[provider](render(w, provider, model="m"))

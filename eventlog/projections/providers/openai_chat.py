@@ -58,13 +58,13 @@ def render(
         raise ValueError(f"system_role must be 'system' or 'developer', got {system_role!r}")
     items = turns(window, unanswered=unanswered, orphans=orphans)
     messages: list[Message] = []
-    system = window.system
-    if system is not None and not any(
-        isinstance(t, InstructionTurn) and t.text == system for t in items
-    ):
-        messages.append({"role": system_role, "content": system})
     for t in items:
         _add(messages, t, system_role)
+    system = window.system
+    if system is not None and not any(
+        m["role"] == system_role and m["content"] == system for m in messages
+    ):
+        messages.insert(0, {"role": system_role, "content": system})
     body: dict[str, Any] = {"model": model, "messages": messages}
     if window.tools:
         body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]

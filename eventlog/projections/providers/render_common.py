@@ -18,6 +18,7 @@ Renderers then only map turns to their provider's shapes and apply its ordering 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -62,7 +63,7 @@ RAW_ARGUMENTS_KEY = "_raw_arguments"
 # Turns
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class Call:
     """A tool call with its window-unique id (`uid`), the id both sides of the pair use."""
 
@@ -70,7 +71,7 @@ class Call:
     uid: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class Answer:
     """A call and its result (possibly synthetic), rendered together."""
 
@@ -78,21 +79,21 @@ class Answer:
     result: ToolResult
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class UserTurn:
     """User-side content: non-empty texts and attachments, in order."""
 
     blocks: tuple[str | Attachment, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class InstructionTurn:
     """A system instruction that takes effect at this point."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class OutputTurn:
     """A model output; `calls` are the calls kept (all, unless `unanswered="drop"`)."""
 
@@ -101,7 +102,7 @@ class OutputTurn:
     seq: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=True)
 class ResultsTurn:
     """The results of the previous OutputTurn's calls, one per call, in call order."""
 
@@ -137,6 +138,7 @@ class _Builder:
         self.out: list[Turn] = []
         self.open: _Open | None = None
         self.seen_ids: dict[str, int] = {}
+        self.issued: set[str] = set()
 
     def user(self, turn: Turn) -> None:
         if self.open is not None:
@@ -145,11 +147,14 @@ class _Builder:
             self.out.append(turn)
 
     def output(self, data: ModelOutput, seq: int) -> None:
-        self.close()
+        if self.open is not None:
+            self.close()
+        if not data.tool_calls:
+            self.out.append(OutputTurn(data, (), seq))
+            return
         calls = [Call(c, self._uid(c.id)) for c in data.tool_calls]
         self.out.append(OutputTurn(data, tuple(calls), seq))
-        if calls:
-            self.open = _Open(len(self.out) - 1, data, seq, calls, {c.id for c in data.tool_calls})
+        self.open = _Open(len(self.out) - 1, data, seq, calls, {c.id for c in data.tool_calls})
 
     def results(self, data: ToolResults, live_screen: str | None) -> None:
         orphans: list[ToolResult] = []
@@ -199,9 +204,15 @@ class _Builder:
         self.out.extend(pending.deferred)
 
     def _uid(self, call_id: str) -> str:
-        n = self.seen_ids.get(call_id, 0) + 1
-        self.seen_ids[call_id] = n
-        return call_id if n == 1 else f"{call_id}~{n}"
+        """`call_id` the first time, then `call_id~2`, `~3`, ...: never one already issued."""
+        n = self.seen_ids.get(call_id, 0)
+        uid = call_id if n == 0 else f"{call_id}~{n + 1}"
+        while uid in self.issued:
+            n += 1
+            uid = f"{call_id}~{n + 1}"
+        self.seen_ids[call_id] = n + 1
+        self.issued.add(uid)
+        return uid
 
 
 def turns(
@@ -340,6 +351,7 @@ _ID_SAFE = re.compile(r"[A-Za-z0-9_-]+\Z")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def fix_id(uid: str, max_length: int, *, strict_chars: bool = True) -> str:
     """A provider-valid id for `uid`: unchanged when valid, else sanitized + a short hash.
 
