@@ -57,6 +57,8 @@ class FakeProvider:
 
     requests: list[Recorded] = field(default_factory=list)
     replies: dict[str, Reply] = field(default_factory=dict)
+    clients: list[Any] = field(default_factory=list)
+    """SDK clients made for this fake; closed with it (no unclosed sockets)."""
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -117,7 +119,9 @@ class FakeProvider:
         return self
 
     def stop(self) -> None:
-        """Shut the server down."""
+        """Close the clients made for it and shut the server down."""
+        for client in self.clients:
+            client.close()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -145,11 +149,15 @@ def openai_client(fake: FakeProvider) -> Any:
     """An `openai.OpenAI` client pointed at the fake (no retries)."""
     import openai
 
-    return openai.OpenAI(base_url=fake.url + "/v1", api_key="test", max_retries=0)
+    client = openai.OpenAI(base_url=fake.url + "/v1", api_key="test", max_retries=0)
+    fake.clients.append(client)
+    return client
 
 
 def anthropic_client(fake: FakeProvider) -> Any:
     """An `anthropic.Anthropic` client pointed at the fake (no retries)."""
     import anthropic
 
-    return anthropic.Anthropic(base_url=fake.url, api_key="test", max_retries=0)
+    client = anthropic.Anthropic(base_url=fake.url, api_key="test", max_retries=0)
+    fake.clients.append(client)
+    return client
