@@ -202,24 +202,34 @@ class LogBuilder(Generic[T]):
         """Add one item at the end."""
         last = self._last
         last.append(item)
+        if len(last) >= CHUNK:
+            self._roll()
+
+    def _roll(self) -> None:
         buf = self._buf
-        buf.size += 1
-        if len(last) == CHUNK:
-            self._last = []
-            buf.chunks.append(self._last)
-            buf.encoded.append(None)
+        buf.size = len(buf.chunks) * CHUNK
+        self._last = []
+        buf.chunks.append(self._last)
+        buf.encoded.append(None)
+
+    def _sync(self) -> _Buffer[T]:
+        buf = self._buf
+        buf.size = (len(buf.chunks) - 1) * CHUNK + len(self._last)
+        return buf
 
     def __len__(self) -> int:
-        return self._buf.size
+        return self._sync().size
 
     def __getitem__(self, index: int) -> T:
-        if not 0 <= index < self._buf.size:
+        buf = self._sync()
+        if not 0 <= index < buf.size:
             raise IndexError("LogBuilder index out of range")
-        return self._buf.chunk(index // CHUNK)[index % CHUNK]
+        return buf.chunk(index // CHUNK)[index % CHUNK]
 
     def freeze(self) -> Log[T]:
         """The log of everything appended so far; the builder stays usable."""
-        return Log(self._buf, self._buf.size)
+        buf = self._sync()
+        return Log(buf, buf.size)
 
     def release(self) -> Log[T]:
         """Freeze and let later builders append to the buffer in place."""

@@ -15,6 +15,7 @@ compare by kind, seq, event id and call ids (an event id names exactly one store
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
@@ -342,6 +343,7 @@ class _Fold:
         "messages",
         "open",
         "policy",
+        "recent",
         "seq",
         "source",
         "skills",
@@ -362,6 +364,10 @@ class _Fold:
         self.policy = policy
         self.source = source
         self.keep = keep
+        self.recent: deque[MessageEntry] | None = None
+        if source is not None:
+            n = len(state.messages)
+            self.recent = deque(state.messages[i] for i in range(max(0, n - keep), n))
         self.seq = state.seq
         self.system = state.system
         self.toolset = state.toolset
@@ -414,29 +420,29 @@ class _Fold:
     # -- one handler per event kind --------------------------------------------------------
 
     def on_system(self, event: RecordedEvent) -> None:
-        data = cast(SystemInstructionSet, event.data)
+        data: SystemInstructionSet = event.data  # type: ignore[assignment]
         self.system = SystemInstruction(event.seq, data.text)
 
     def on_toolset(self, event: RecordedEvent) -> None:
-        data = cast(ToolsetDefined, event.data)
+        data: ToolsetDefined = event.data  # type: ignore[assignment]
         self.toolset = Toolset(event.seq, data.tools)
 
     def add(self, entry: MessageEntry) -> None:
-        messages = self.messages
-        messages.append(entry)
-        if self.source is not None:
+        self.messages.append(entry)
+        recent = self.recent
+        if recent is not None:
             # Bound memory (and the garbage collector's work): old entries reload on access.
-            old = len(messages) - 1 - self.keep
-            if old >= 0:
-                stale = messages[old]
-                if stale._source is not None and stale._event is not None:
-                    msgspec.structs.force_setattr(stale, "_event", None)
+            recent.append(entry)
+            if len(recent) > self.keep:
+                stale = recent.popleft()
+                if stale._source is not None:
+                    _force_setattr(stale, "_event", None)
 
     def on_input(self, event: RecordedEvent) -> None:
         self.add(InputEntry(event.seq, event.id, (), event.data, self.source))
 
     def on_output(self, event: RecordedEvent) -> None:
-        data = cast(ModelOutput, event.data)
+        data: ModelOutput = event.data  # type: ignore[assignment]
         seq = event.seq
         calls = data.tool_calls
         ids: tuple[str, ...] = ()
@@ -465,8 +471,19 @@ class _Fold:
             totals[4] += u.reasoning_tokens
 
     def on_results(self, event: RecordedEvent) -> None:
-        data = cast(ToolResults, event.data)
+        data: ToolResults = event.data  # type: ignore[assignment]
         open_ = self.open
+        results = data.results
+        if len(results) == len(open_) and results and data.execute_error is None:
+            # The usual case: one result per open call, in order.
+            ids = tuple(open_)
+            if all(
+                c.call.id == r.call_id and c.call.name == r.tool_name
+                for c, r in zip(open_.values(), results, strict=True)
+            ):
+                open_.clear()
+                self.add(ToolResultsEntry(event.seq, event.id, ids, data, self.source))
+                return
         closed: list[str] = []
         order = list(open_)
         last_index = -1
@@ -525,6 +542,8 @@ class _Fold:
         data = cast(SkillActivated, event.data)
         self.skills[data.name] = ActiveSkill(event.seq, data.name, data.instructions)
 
+
+_force_setattr = msgspec.structs.force_setattr
 
 _HANDLERS: dict[type, Callable[[_Fold, RecordedEvent], None]] = {
     SystemInstructionSet: _Fold.on_system,
