@@ -374,7 +374,8 @@ for _cls in (
 # ---------------------------------------------------------------------------------------------
 # Envelope
 
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+UUID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+"""A canonical lowercase UUID string."""
 
 
 def new_event_id() -> str:
@@ -384,7 +385,7 @@ def new_event_id() -> str:
 
 def is_event_id(value: object) -> bool:
     """Whether a value is a canonical lowercase UUID string."""
-    return isinstance(value, str) and len(value) == 36 and _UUID_RE.match(value) is not None
+    return isinstance(value, str) and len(value) == 36 and UUID_PATTERN.match(value) is not None
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):

@@ -160,7 +160,7 @@ def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: str) 
     events = [_parse_event(line, i) for i, line in enumerate(source) if line.strip()]
     expected: ExpectedSeq
     if expected_seq in (ANY, NO_STREAM):
-        expected = expected_seq  # type: ignore[assignment]
+        expected = expected_seq
     elif expected_seq.isdigit():
         expected = int(expected_seq)
     else:
