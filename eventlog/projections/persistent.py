@@ -205,6 +205,18 @@ class LogBuilder(Generic[T]):
         if len(last) >= CHUNK:
             self._roll()
 
+    def extend(self, items: list[T]) -> None:
+        """Add many items at the end (chunk by chunk)."""
+        start = 0
+        total = len(items)
+        while start < total:
+            last = self._last
+            room = CHUNK - len(last)
+            last.extend(items[start : start + room])
+            start += room
+            if len(last) >= CHUNK:
+                self._roll()
+
     def _roll(self) -> None:
         buf = self._buf
         buf.size = len(buf.chunks) * CHUNK

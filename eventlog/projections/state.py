@@ -15,7 +15,6 @@ compare by kind, seq, event id and call ids (an event id names exactly one store
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
@@ -334,15 +333,23 @@ def _obj(value: msgspec.Struct | None) -> Any:
 
 
 class _Fold:
-    """A mutable builder: folds many events with O(1) work each, then freezes a state."""
+    """A mutable builder: folds many events with O(1) work each, then freezes a state.
+
+    New message entries go to a plain list (`push`) and join the log when the state freezes.
+    With a source, entries more than `keep` from the end drop their event in batches (they
+    reload it on access), so a long replay frees event bodies while they are still warm.
+    """
 
     __slots__ = (
         "checkpoints",
         "compactions",
+        "evicted",
         "keep",
         "messages",
+        "new",
         "open",
         "policy",
+        "push",
         "recent",
         "seq",
         "source",
@@ -364,10 +371,15 @@ class _Fold:
         self.policy = policy
         self.source = source
         self.keep = keep
-        self.recent: deque[MessageEntry] | None = None
-        if source is not None:
-            n = len(state.messages)
-            self.recent = deque(state.messages[i] for i in range(max(0, n - keep), n))
+        n = len(state.messages)
+        # Entries of the input state that may still hold their event.
+        self.recent: list[MessageEntry] = (
+            [state.messages[i] for i in range(max(0, n - keep), n)] if source is not None else []
+        )
+        self.new: list[MessageEntry] = []
+        self.push = self.new.append
+        self.evicted = 0
+        """How many of `new` were already considered for eviction."""
         self.seq = state.seq
         self.system = state.system
         self.toolset = state.toolset
@@ -382,12 +394,32 @@ class _Fold:
         }
         self.warnings: LogBuilder[RuleViolation] = state.warnings.builder()
 
+    def evict(self, upto: int) -> None:
+        """Drop the events of new entries before index `upto` (they reload from the source)."""
+        new = self.new
+        for i in range(self.evicted, upto):
+            _force_setattr(new[i], "_event", None)
+        self.evicted = upto
+        recent = self.recent
+        if recent:
+            drop = len(recent) + len(new) - self.keep
+            for entry in recent[: max(0, drop)]:
+                if entry._source is not None:
+                    _force_setattr(entry, "_event", None)
+            self.recent = recent[max(0, drop) :]
+
     def freeze(self) -> ConversationState:
+        if self.source is not None:
+            self.evict(max(self.evicted, len(self.new) - self.keep))
+        messages = self.messages
+        messages.extend(self.new)
+        self.new.clear()
+        self.evicted = 0
         return ConversationState(
             seq=self.seq,
             system=self.system,
             toolset=self.toolset,
-            messages=self.messages.release(),
+            messages=messages.release(),
             open_calls=tuple(self.open.values()),
             skills=tuple(self.skills.values()),
             widgets=tuple(self.widgets.values()),
@@ -399,18 +431,26 @@ class _Fold:
 
     def run(self, events: Iterable[RecordedEvent]) -> None:
         handlers = _HANDLERS
-        for event in events:
-            seq = event.seq
-            if seq != self.seq + 1:
-                raise ConversationError(
-                    f"events must be folded in order: expected seq {self.seq + 1}, got {seq}",
-                    stream=event.stream,
-                    seq=seq,
-                )
-            self.seq = seq
-            handler = handlers.get(type(event.data))
-            if handler is not None:
-                handler(self, event)
+        new = self.new
+        batch = self.keep + _EVICT_BATCH if self.source is not None else None
+        expected = self.seq + 1
+        try:
+            for event in events:
+                if event.seq != expected:
+                    raise ConversationError(
+                        f"events must be folded in order: expected seq {expected}, got {event.seq}",
+                        stream=event.stream,
+                        seq=event.seq,
+                    )
+                self.seq = expected
+                expected += 1
+                handler = handlers.get(type(event.data))
+                if handler is not None:
+                    handler(self, event)
+                    if batch is not None and len(new) - self.evicted >= batch:
+                        self.evict(len(new) - self.keep)
+        finally:
+            self.seq = expected - 1
 
     def violation(self, event: RecordedEvent, message: str) -> None:
         if self.policy == "strict":
@@ -427,19 +467,8 @@ class _Fold:
         data: ToolsetDefined = event.data  # type: ignore[assignment]
         self.toolset = Toolset(event.seq, data.tools)
 
-    def add(self, entry: MessageEntry) -> None:
-        self.messages.append(entry)
-        recent = self.recent
-        if recent is not None:
-            # Bound memory (and the garbage collector's work): old entries reload on access.
-            recent.append(entry)
-            if len(recent) > self.keep:
-                stale = recent.popleft()
-                if stale._source is not None:
-                    _force_setattr(stale, "_event", None)
-
     def on_input(self, event: RecordedEvent) -> None:
-        self.add(InputEntry(event.seq, event.id, (), event.data, self.source))
+        self.push(InputEntry(event.seq, event.id, (), event.data, self.source))
 
     def on_output(self, event: RecordedEvent) -> None:
         data: ModelOutput = event.data  # type: ignore[assignment]
@@ -447,7 +476,7 @@ class _Fold:
         calls = data.tool_calls
         ids: tuple[str, ...] = ()
         if calls:
-            ids = tuple(c.id for c in calls)
+            ids = tuple([c.id for c in calls])
             for call in calls:
                 if call.id in self.open:
                     self.violation(
@@ -456,7 +485,7 @@ class _Fold:
                         f"(made at seq {self.open[call.id].seq})",
                     )
                 self.open[call.id] = OpenCall(seq, call)
-        self.add(OutputEntry(seq, event.id, ids, data, self.source))
+        self.push(OutputEntry(seq, event.id, ids, data, self.source))
         inv = data.invocation
         key = (inv.provider, inv.model) if inv is not None else ("", "")
         totals = self.usage.get(key)
@@ -476,13 +505,14 @@ class _Fold:
         results = data.results
         if len(results) == len(open_) and results and data.execute_error is None:
             # The usual case: one result per open call, in order.
-            ids = tuple(open_)
-            if all(
-                c.call.id == r.call_id and c.call.name == r.tool_name
-                for c, r in zip(open_.values(), results, strict=True)
-            ):
+            for waiting, result in zip(open_.values(), results, strict=True):
+                call = waiting.call
+                if call.id != result.call_id or call.name != result.tool_name:
+                    break
+            else:
+                ids = tuple(open_)
                 open_.clear()
-                self.add(ToolResultsEntry(event.seq, event.id, ids, data, self.source))
+                self.push(ToolResultsEntry(event.seq, event.id, ids, data, self.source))
                 return
         closed: list[str] = []
         order = list(open_)
@@ -519,7 +549,7 @@ class _Fold:
             # The host could not execute the calls at all: nothing is waiting any more.
             closed.extend(open_)
             open_.clear()
-        self.add(ToolResultsEntry(event.seq, event.id, tuple(closed), data, self.source))
+        self.push(ToolResultsEntry(event.seq, event.id, tuple(closed), data, self.source))
 
     def on_compaction(self, event: RecordedEvent) -> None:
         data = cast(Compaction, event.data)
@@ -544,6 +574,7 @@ class _Fold:
 
 
 _force_setattr = msgspec.structs.force_setattr
+_EVICT_BATCH = 64
 
 _HANDLERS: dict[type, Callable[[_Fold, RecordedEvent], None]] = {
     SystemInstructionSet: _Fold.on_system,
