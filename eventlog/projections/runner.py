@@ -28,6 +28,7 @@ from eventlog.store import Store
 log = logging.getLogger("eventlog.projections")
 
 DEFAULT_SNAPSHOT_EVERY = 1000
+_MAX_SOURCES = 16
 
 
 class SnapshotWarning(UserWarning):
@@ -56,7 +57,7 @@ class StoreSource:
 
     PAGE = 256
 
-    def __init__(self, store: Store, stream: str, *, pages: int = 64) -> None:
+    def __init__(self, store: Store, stream: str, *, pages: int = 8) -> None:
         self.store = store
         self.stream = stream
         self._pages: OrderedDict[int, list[RecordedEvent]] = OrderedDict()
@@ -101,7 +102,7 @@ class Runner(Generic[S]):
         """Save a snapshot at each multiple of N reached (None: only on demand)."""
         self.parent_snapshots = parent_snapshots
         """Let a fork start from its ancestors' snapshots at or before the fork point."""
-        self._sources: dict[str, StoreSource] = {}
+        self._sources: OrderedDict[str, StoreSource] = OrderedDict()
 
     # -- computing states ------------------------------------------------------------------
 
@@ -147,9 +148,14 @@ class Runner(Generic[S]):
 
     def source(self, stream: str) -> StoreSource:
         """The event source that states restored for `stream` load event bodies from."""
-        src = self._sources.get(stream)
+        sources = self._sources
+        src = sources.get(stream)
         if src is None:
-            src = self._sources[stream] = StoreSource(self.store, stream)
+            src = sources[stream] = StoreSource(self.store, stream)
+            while len(sources) > _MAX_SOURCES:
+                sources.popitem(last=False)  # states already made keep theirs alive
+        else:
+            sources.move_to_end(stream)
         return src
 
     # -- internals -------------------------------------------------------------------------

@@ -522,7 +522,7 @@ class _Fold:
             if cid in closed:
                 self.violation(event, f"duplicate result for tool call {cid!r} in one event")
                 continue
-            waiting = open_.pop(cid, None)
+            waiting = open_.get(cid)
             if waiting is None:
                 self.violation(
                     event,
@@ -530,6 +530,7 @@ class _Fold:
                     "for a result: it was never made, or was already answered",
                 )
                 continue
+            del open_[cid]
             closed.append(cid)
             if waiting.call.name != result.tool_name:
                 self.violation(
