@@ -505,8 +505,8 @@ class _Fold:
         results = data.results
         if len(results) == len(open_) and results and data.execute_error is None:
             # The usual case: one result per open call, in order.
-            for waiting, result in zip(open_.values(), results, strict=True):
-                call = waiting.call
+            for pending, result in zip(open_.values(), results, strict=True):
+                call = pending.call
                 if call.id != result.call_id or call.name != result.tool_name:
                     break
             else:
