@@ -122,6 +122,17 @@ class ProviderMappingError(EventlogError):
     """A history cannot be rendered for, or imported from, a provider's format."""
 
 
+class WindowTooSmallError(EventlogError):
+    """The context window's budget cannot hold what must always be kept (says by how much)."""
+
+    def __init__(self, message: str, *, needed: int, budget: int):
+        self.needed = needed
+        self.budget = budget
+        self.shortfall = needed - budget
+        """Tokens missing: `needed - budget`."""
+        super().__init__(message)
+
+
 __all__ = [
     "BackendUnavailableError",
     "ConcurrencyError",
@@ -136,4 +147,5 @@ __all__ = [
     "StreamNotFoundError",
     "UsageError",
     "ValidationError",
+    "WindowTooSmallError",
 ]

@@ -21,6 +21,7 @@ from eventlog.events import (
     ToolResults,
     ToolSpec,
 )
+from eventlog.projections.tokens import CounterInfo
 
 Level = Literal["live", "summary", "gist"]
 Fate = Literal["kept", "downgraded", "summarised", "dropped"]
@@ -64,6 +65,25 @@ class WindowReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Which calibration scaled the counts (provider/model, ratio, samples), if any."""
     strategy: str = "summary_aware"
     entries: tuple[EntryReport, ...] = ()
+    complete: bool = True
+    """Whether `entries` lists every entry of the history (else only those in the window; the
+    counts below still cover the whole history)."""
+    kept: int = 0
+    """Entries shown at their Live level."""
+    downgraded: int = 0
+    """Entries shown at a Summary or Gist level."""
+    summarised: int = 0
+    """Entries a compaction summary stands in for."""
+    dropped: int = 0
+    """Entries left out."""
+    system_tokens: int = 0
+    """Tokens of the current system instruction (included in `tokens`)."""
+    tools_tokens: int = 0
+    """Tokens of the toolset's definitions (included in `tokens`)."""
+    live_screen_tokens: int = 0
+    """Tokens of the live-screen section (included in `tokens`)."""
+    counter_info: CounterInfo | None = None
+    """The counter and calibration used, as a struct."""
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True, gc=False):
