@@ -24,6 +24,7 @@ from eventlog.projections import (
     persistent,
 )
 from tests.conversations import conversations
+from tests.strategies import event_data
 
 NAME, VERSION = ConversationProjection.name, ConversationProjection.version
 PROPERTY = settings(
@@ -280,3 +281,20 @@ def test_a_user_projection_with_default_encoding(make_url: Callable[[], str]) ->
         assert r.restore("c", 12)[1] == 10
         assert r.state("c", 3) == Count(3, 3)
         assert "counter" in repr(Counter())
+
+
+@PROPERTY
+@given(st.lists(event_data, min_size=1, max_size=12))
+def test_any_events_under_warn_snapshot_plus_tail_equals_replay(
+    make_url: Callable[[], str], events: list[el.EventData]
+) -> None:
+    # Arbitrary events break the rules at random: the warn policy must still be deterministic.
+    with el.open(make_url()) as store, mock.patch.object(persistent, "CHUNK", 2):
+        store.append("c", events)
+        warn = Runner(store, ConversationProjection("warn"), snapshot_every=None)
+        full = warn.replay("c")
+        assert full.seq == len(events)
+        for k in range(1, len(events) + 1):
+            warn.save_snapshot("c", k)
+            same(warn.state("c"), full)
+            store.backend.delete_snapshot("c", NAME, VERSION, k)
