@@ -6,6 +6,7 @@ from eventlog.connect import open, open_async
 from eventlog.errors import (
     BackendUnavailableError,
     ConcurrencyError,
+    ConversationError,
     CorruptionError,
     DuplicateEventError,
     EventlogError,
@@ -59,6 +60,7 @@ __all__ = [
     "Checkpoint",
     "Compaction",
     "ConcurrencyError",
+    "ConversationError",
     "CorruptionError",
     "Custom",
     "DuplicateEventError",
