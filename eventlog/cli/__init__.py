@@ -1,7 +1,13 @@
 """Command-line interface: `eventlog [--store URL] COMMAND`."""
 
 import eventlog.cli.state_cmds  # noqa: F401 - registers commands
-from eventlog.cli import bench_cmds, core_cmds, provider_cmds  # noqa: F401 - registers commands
+from eventlog.cli import (  # noqa: F401 - registers commands
+    bench_cmds,
+    core_cmds,
+    provider_cmds,
+    render_cmds,
+    window_cmds,
+)
 from eventlog.cli.app import cli
 
 

@@ -1,0 +1,49 @@
+"""`eventlog render`: a stream's context window as a provider's exact request body (JSON)."""
+
+from __future__ import annotations
+
+import click
+
+from eventlog.cli.app import cli, emit_json, open_store
+from eventlog.projections.providers.render import PROVIDERS, render
+from eventlog.projections.tokens import COUNTER_NAMES
+from eventlog.projections.window import STRATEGIES, context_window
+
+UNLIMITED = 1 << 62
+"""Budget used without --budget: the whole history (compactions still stand in for ranges)."""
+
+
+@cli.command("render")
+@click.argument("stream")
+@click.option("--provider", required=True, type=click.Choice(PROVIDERS), help="Request format.")
+@click.option("--model", required=True, help="Model name put in the body.")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help="Window budget in tokens.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Reply limit.")
+@click.option("--at", type=click.IntRange(min=0), default=None, help="Render as of this seq.")
+@click.option("--counter", type=click.Choice(COUNTER_NAMES), default="estimate", show_default=True)
+@click.option(
+    "--strategy", type=click.Choice(STRATEGIES), default="summary_aware", show_default=True
+)
+@click.pass_context
+def render_cmd(
+    ctx: click.Context,
+    stream: str,
+    provider: str,
+    model: str,
+    budget: int | None,
+    max_tokens: int | None,
+    at: int | None,
+    counter: str,
+    strategy: str,
+) -> None:
+    """Print the request body for STREAM's context window (whole history without --budget)."""
+    window = context_window(
+        open_store(ctx),
+        stream,
+        budget=UNLIMITED if budget is None else budget,
+        counter=counter,
+        strategy=strategy,
+        at=at,
+        entries="window",
+    )
+    emit_json(render(window, provider, model=model, max_tokens=max_tokens))

@@ -1,0 +1,138 @@
+"""Round trip (issue 8): import a provider history -> window -> render to the same provider ->
+import again gives back the same conversation.
+
+Documented normalisations: OpenAI Responses puts the *current* instruction in `instructions`
+and earlier ones as developer messages (docs/rendering.md), so re-importing it yields the
+current instruction first; instruction texts are compared in order after that leading one.
+Everything else (inputs with attachments, outputs with reasoning artifacts and raw arguments,
+results with errors and images, instruction changes at their place) comes back equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import eventlog as el
+from eventlog.cli import cli
+from eventlog.events import EventData, SystemInstructionSet
+from eventlog.projections.providers.importers import history_events
+from eventlog.projections.providers.render import render
+from eventlog.projections.window import context_window
+from tests import render_windows as rw
+from tests import test_import as samples
+
+CASES: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+    ("openai-chat", samples.chat_history),
+    ("anthropic", samples.anthropic_history),
+    ("openai-responses", samples.responses_history),
+]
+
+
+def _normalised(fmt: str, events: list[EventData], *, rendered: bool) -> tuple[Any, ...]:
+    if fmt != "openai-responses":
+        return tuple(events)
+    rest = [e for e in events if not isinstance(e, SystemInstructionSet)]
+    texts = [e.text for e in events if isinstance(e, SystemInstructionSet)]
+    if rendered:
+        texts = texts[1:]  # the current instruction, from `instructions`
+    return (*rest, *texts)
+
+
+def _body(fmt: str, original: dict[str, Any], window: el.Window) -> dict[str, Any]:
+    body = render(window, fmt, model=original.get("model", "m"))
+    if fmt == "openai-responses":
+        return {k: body[k] for k in ("instructions", "input", "tools", "model") if k in body}
+    return body
+
+
+@pytest.mark.parametrize(("fmt", "history"), CASES)
+def test_import_window_render_import(fmt: str, history: Callable[[], dict[str, Any]]) -> None:
+    original = history()
+    events = history_events(fmt, original)
+    window = context_window(events, "conv", budget=10**9)
+    again = history_events(fmt, _body(fmt, original, window))
+    assert _normalised(fmt, again, rendered=True) == _normalised(fmt, events, rendered=False)
+
+
+def test_chat_messages_come_back_equal_modulo_the_system_run() -> None:
+    original = samples.chat_history()
+    events = history_events("openai-chat", original)
+    body = render(context_window(events, budget=10**9), "openai-chat", model=original["model"])
+    assert body["tools"] == original["tools"]
+    sent, got = original["messages"], body["messages"]
+    # A run of system / developer messages is one instruction (texts joined by a blank line).
+    assert got[0] == {"role": "system", "content": "You are terse.\n\nUse tools."}
+    assert sent[:2] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
+    ]
+    # Consecutive tool messages come back in call order (the import orders them so).
+    assert [m.get("tool_call_id") for m in sent[4:6]] == ["call_b", "call_a"]
+    assert got[1:] == [*sent[2:4], sent[5], sent[4], *sent[6:]]
+
+
+def test_round_trip_keeps_big_and_international_content() -> None:
+    events = history_events(
+        "openai-chat",
+        {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": rw.INTL},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "search", "arguments": '{"q": "x"'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": rw.BIG},
+                {"role": "assistant", "content": rw.INTL},
+            ],
+        },
+    )
+    body = render(context_window(events, budget=10**9), "openai-chat", model="m")
+    assert history_events("openai-chat", body) == events
+
+
+@pytest.mark.parametrize(("fmt", "history"), CASES)
+def test_cli_import_then_render(
+    fmt: str, history: Callable[[], dict[str, Any]], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'rt.db'}"
+    original = history()
+    path = tmp_path / "history.json"
+    path.write_bytes(orjson.dumps(original))
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--store", url, "import", "conv", "--format", fmt, str(path)])
+    assert result.exit_code == 0, result.stderr
+    result = runner.invoke(
+        cli,
+        [
+            "--store",
+            url,
+            "render",
+            "conv",
+            "--provider",
+            fmt,
+            "--model",
+            original.get("model", "m"),
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    body = orjson.loads(result.stdout)
+    if fmt == "openai-responses":
+        body = {k: body[k] for k in ("instructions", "input", "tools", "model") if k in body}
+    events = history_events(fmt, original)
+    again = history_events(fmt, body)
+    assert _normalised(fmt, again, rendered=True) == _normalised(fmt, events, rendered=False)
