@@ -175,6 +175,9 @@ class _Shared:
         self.path = path
         self.refs = 0
         self.gate = _Gate()
+        self.write_lock = threading.Lock()
+        """One write transaction per environment and process at a time (LMDB's rule; py-lmdb
+        1.x raises instead of waiting when a second thread begins one)."""
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -273,6 +276,13 @@ class LMDBBackend(Backend):
         With `buffers`, keys and values are memoryviews into the map, valid only inside fn:
         decoding straight from them saves copying every value once.
         """
+        if write:
+            with self._shared.write_lock:
+                return self._attempts(fn, write=True, sync=sync, buffers=False)
+        return self._attempts(fn, write=False, sync=False, buffers=buffers)
+
+    def _attempts(self, fn: Callable[[Txn], T], *, write: bool, sync: bool, buffers: bool) -> T:
+        """Run fn until it commits without hitting a full (or remotely grown) map."""
         while True:
             self._gate.enter()
             try:
