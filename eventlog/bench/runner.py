@@ -22,6 +22,7 @@ from typing import Any
 from rich.table import Table
 
 import eventlog
+import eventlog as el
 from eventlog.bench import figures as ours
 from eventlog.bench import limits as raw
 from eventlog.bench import peers
@@ -658,7 +659,6 @@ def _growth(r: _Run) -> None:
 
 def _windows(r: _Run) -> None:
     window = ours.window_module()
-    note = "pending: eventlog.projections.window is not built yet" if window is None else ""
     if window is None:
         r.add(
             Figure(
@@ -667,31 +667,76 @@ def _windows(r: _Run) -> None:
                 "window from scratch / incremental on 1k, 10k, 100k-event histories",
                 "ms",
                 False,
-                note=note,
+                note="pending: eventlog.projections.window is not available",
             )
         )
+        _render(r)
+        return
+    _window_new_turn(r, window)
+    data = r.data[: r.sizes.read_events]
+    ms = min(
+        per_call_us(1, lambda: window.context_window(data, budget=WINDOW_BUDGET))
+        for _ in range(r.sizes.rounds)
+    )
     found: dict[str, float] = {}
     if r.has("langchain") and r.sizes.name != "tiny":
         tokens = optional_module("eventlog.projections.tokens")
         if tokens is not None:
             counter = tokens.get_counter("estimate")
-            data = r.data[: r.sizes.read_events]
-            value = peers.trim_messages_ms(data, counter.count_text, 100_000)
+            value = peers.trim_messages_ms(data, counter.count_text, WINDOW_BUDGET)
             if value is not None:
                 found["langchain"] = value
     r.add(
         Figure(
             "window.full_vs_trim",
             "window",
-            f"full window (100k tokens) over {r.sizes.read_events} events",
+            f"full window ({WINDOW_BUDGET // 1000}k tokens) over {len(data)} events, estimate",
             "ms",
             False,
+            value=ms / 1e3,
             peers=found,
             peer_goals={"langchain": "<= 0.1"},
-            note=note,
         )
     )
     _render(r)
+
+
+WINDOW_BUDGET = 100_000
+NEW_TURN = 50
+"""New inputs timed per history length (each one grows the history by one event)."""
+
+
+def _window_new_turn(r: _Run, window: Any) -> None:
+    """Incremental window for a new input on 1k / 10k (/ 100k in full runs) event histories."""
+    lengths = {"tiny": (200, 1_000), "quick": (1_000, 10_000)}.get(
+        r.sizes.name, (1_000, 10_000, 100_000)
+    )
+    new_input = el.ModelInput.from_text("Now run the tests again and tell me what still fails.")
+    base: float | None = None
+    for n in lengths:
+        builder = window.WindowBuilder(budget=WINDOW_BUDGET, entries="window")
+        builder.extend(conversation_events(n))
+        builder.window()
+
+        def one(b: Any = builder) -> object:
+            b.feed(new_input)
+            return b.window()
+
+        ms = min(per_call_us(NEW_TURN, one) for _ in range(r.sizes.rounds)) / 1e3
+        base = ms if base is None else base
+        r.add(
+            Figure(
+                f"window.new_turn.{n}",
+                "window",
+                f"window for a new input on a {n}-event history (incremental)",
+                "ms",
+                False,
+                value=ms,
+                limit=base,
+                limit_label=f"the same on {lengths[0]} events",
+                goal="<= 2" if n != lengths[0] else "",
+            )
+        )
 
 
 def _render(r: _Run) -> None:

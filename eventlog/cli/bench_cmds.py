@@ -68,7 +68,9 @@ def bench_cmd(
         command=shlex.join(["eventlog", *sys.argv[1:]]),
     )
     result = runner.run(options)
-    width = console.width if console.is_terminal else 220
+    # The table has a column per peer: squeezed into 80 columns it is unreadable, so it is laid
+    # out at least 180 wide (a narrower terminal wraps lines rather than cells).
+    width = max(console.width if console.is_terminal else 220, 180)
     console.print(runner.render_table(result), width=width)
     if json_path is not None:
         json_path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
