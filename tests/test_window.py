@@ -315,3 +315,27 @@ def test_feeding_out_of_order_is_refused() -> None:
         b.add(2, ModelInput.from_text("y"))
     with pytest.raises(UsageError, match="from_store"):
         b.refresh()
+
+
+def test_gist_longer_than_summary_costs_no_more_than_the_summary() -> None:
+    """Found by hypothesis: a Gist longer than the Summary made the report overcount."""
+    from eventlog.projections.tokens import get_counter
+    from eventlog.projections.window import context_window, window_tokens
+
+    events = [
+        el.SystemInstructionSet(text="the"),
+        el.ToolsetDefined(tools=(el.ToolSpec(name="search", description="Search the web."),)),
+        el.ModelInput(sections=(el.Section(text="the the", summary="th", gist="the t"),)),
+        el.SystemInstructionSet(text="the"),
+        el.ModelInput.from_text("the"),
+    ]
+    for budget in range(40, 80):
+        try:
+            w = context_window(events, budget=budget, strategy="lod_then_drop")
+        except el.EventlogError:
+            continue
+        assert w.report is not None
+        assert w.report.tokens == window_tokens(w, get_counter("estimate")) <= budget
+        for item in w.items:
+            if item.seq == 3 and item.level != "live":
+                assert item.data.sections[0].text == "th"  # type: ignore[union-attr]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -65,7 +64,7 @@ def bench_cmd(
         peers=not no_peers,
         progress=lambda line: err_console.print(f"[dim]bench[/dim] {line}", highlight=False),
         workdir=workdir,
-        command=shlex.join(["eventlog", *sys.argv[1:]]),
+        command=_command_line(quick, size, backends, no_peers, json_path, plot_path, md_path),
     )
     result = runner.run(options)
     # The table has a column per peer: squeezed into 80 columns it is unreadable, so it is laid
@@ -82,3 +81,25 @@ def bench_cmd(
 
         plot(result, plot_path)
         err_console.print(f"plot saved to {plot_path}")
+
+
+def _command_line(
+    quick: bool,
+    size: str | None,
+    backends: tuple[str, ...],
+    no_peers: bool,
+    *paths: Path | None,
+) -> str:
+    """The command that reproduces this run, rebuilt from its parsed options.
+
+    Not sys.argv: when the CLI runs in-process (tests, notebooks) that is the host's command.
+    """
+    words = ["eventlog", "bench"]
+    words += ["--quick"] if quick else []
+    words += ["--size", size] if size else []
+    for backend in backends:
+        words += ["--backend", backend]
+    words += ["--no-peers"] if no_peers else []
+    for flag, path in zip(("--json", "--plot", "--markdown"), paths, strict=True):
+        words += [flag, str(path)] if path is not None else []
+    return shlex.join(words)

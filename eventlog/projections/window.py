@@ -137,7 +137,8 @@ class _Entry:
             if g <= summary:
                 gist, eff[2] = g, "gist"
             else:
-                eff[2] = eff[1]
+                # A Gist longer than the Summary: the gist level shows (and costs) the Summary.
+                gist, eff[2] = summary, eff[1]
         self.costs = (live, summary, gist)
         self.eff: tuple[Level, Level, Level] = (eff[0], eff[1], eff[2])
 
