@@ -25,6 +25,8 @@ _RANK = {Durability.NONE: 0, Durability.BATCH: 1, Durability.FSYNC: 2}
 _MAX_GROUP = 512
 """At most this many jobs share one transaction (bounds its size and the leader's latency)."""
 _BUSY_RETRIES = 5
+_GATHER_SECONDS = 0.0002
+"""How long a durable commit waits for more writers once several were seen sharing one."""
 
 Work = Callable[[sqlite3.Connection], Any]
 Translate = Callable[[BaseException], BaseException]
@@ -55,6 +57,7 @@ class GroupWriter:
         self._leading = False
         self._closed = False
         self._sync = ""
+        self._contended = False
         self.commits = 0
         """Transactions committed by this writer (appends share them under load)."""
         self.jobs = 0
@@ -79,8 +82,13 @@ class GroupWriter:
             while not job.done:
                 if not self._leading:
                     self._leading = True
+                    if self._contended and job.durability is Durability.FSYNC:
+                        # Other writers shared the last commit: give the ones still busy in
+                        # Python a moment to queue, so this sync serves them too.
+                        self._cond.wait(_GATHER_SECONDS)
                     group = self._queue[:_MAX_GROUP]
                     del self._queue[:_MAX_GROUP]
+                    self._contended = len(group) > 1
                     return group
                 self._cond.wait()
             return None
