@@ -75,35 +75,39 @@ def _windows(ax: Any, result: dict[str, Any]) -> None:
     figs = _by_key(result)
     ax.set_title("window latency vs history length", fontsize=9)
     drawn = False
-    for kind in ("scratch", "incremental"):
-        points = [
-            (n, figs[k]["value"])
-            for n in (1_000, 10_000, 100_000)
-            if (k := f"window.{kind}.{n}") in figs and figs[k]["value"] is not None
-        ]
-        if points:
-            ax.plot(*zip(*points, strict=True), marker="o", label=kind)
-            drawn = True
-    trim = figs.get("window.full.10k_vs_trim")
-    if trim and trim["peers"].get("langchain") is not None:
+    points = [
+        (n, figs[k]["value"])
+        for n in (200, 1_000, 10_000, 100_000)
+        if (k := f"window.new_turn.{n}") in figs and figs[k]["value"] is not None
+    ]
+    if points:
+        ax.plot(*zip(*points, strict=True), marker="o", label="new turn (incremental)")
+        drawn = True
+    full = figs.get("window.full_vs_trim")
+    n = result["sizes"]["read_events"]
+    if full and full["value"] is not None:
+        ax.scatter([n], [full["value"]], marker="s", label="whole window from scratch")
+        drawn = True
+    if full and full["peers"].get("langchain") is not None:
         ax.scatter(
-            [result["sizes"]["read_events"]],
-            [trim["peers"]["langchain"]],
+            [n],
+            [full["peers"]["langchain"]],
             marker="x",
             color="red",
-            label="LangChain trim_messages (full)",
+            label="LangChain trim_messages",
         )
         drawn = True
-    if not figs.get("window.scratch.1000", {}).get("value"):
+    if not drawn:
         ax.text(
             0.5,
             0.5,
-            "eventlog window projection\nnot built yet",
+            "no window figures in this run",
             ha="center",
             va="center",
             transform=ax.transAxes,
             color="gray",
         )
+    ax.set_yscale("log")
     ax.set_xscale("log")
     ax.set_xlabel("history (events)")
     ax.set_ylabel("ms")
