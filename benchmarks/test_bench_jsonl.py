@@ -17,7 +17,6 @@ is too noisy for a pass/fail gate.
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from collections.abc import Callable
@@ -26,47 +25,14 @@ from typing import Any
 
 import msgspec
 import orjson
-import pytest
 
 import eventlog as el
-from benchmarks.workload import conversation_events
-from eventlog.events import registered_event_types
+from benchmarks.common import alternate, event_union, replay_rate, report
 
 BATCH = 100
 APPEND_EVENTS = 5_000
 REPLAY_EVENTS = 10_000
 ROUNDS = 3
-
-
-@pytest.fixture(scope="module")
-def workload() -> list[el.EventData]:
-    return conversation_events(REPLAY_EVENTS)
-
-
-@pytest.fixture
-def fresh_path(tmp_path: Path) -> Callable[[], Path]:
-    counter = itertools.count()
-    return lambda: tmp_path / f"b{next(counter)}"
-
-
-def _report(benchmark: Any, name: str, ours: float, raw: float, goal: float) -> None:
-    ratio = ours / raw
-    verdict = "ok" if ratio >= goal else "MISSED"
-    print(
-        f"\n{name}: eventlog {ours:,.0f}/s, raw {raw:,.0f}/s, "
-        f"ratio {ratio:.2f} (goal >= {goal}) {verdict}"
-    )
-    benchmark.extra_info.update(
-        {"eventlog_per_s": ours, "baseline_per_s": raw, "ratio": ratio, "goal": goal}
-    )
-
-
-def _union() -> Any:
-    types = tuple(registered_event_types().values())
-    union: Any = types[0]
-    for t in types[1:]:
-        union = union | t
-    return union
 
 
 # -- appends -------------------------------------------------------------------------------------
@@ -110,7 +76,7 @@ def test_batch_appends_vs_raw(
         raw = max(raw, _raw_batches(fresh_path(), events))
         ours = max(ours, _eventlog_batches(fresh_path(), events))
     benchmark.pedantic(lambda: _eventlog_batches(fresh_path(), events), rounds=1, iterations=1)
-    _report(benchmark, f"{BATCH}-event batches, one fdatasync each", ours, raw, 0.7)
+    report(benchmark, f"{BATCH}-event batches, one fdatasync each", ours, raw, 0.7)
 
 
 # -- replay --------------------------------------------------------------------------------------
@@ -126,7 +92,7 @@ def test_replay_vs_raw(
             store.append("s", events[i : i + 1000])
     raw_path.mkdir()
     (raw_path / "s.jsonl").write_bytes(b"".join(line + b"\n" for line in _raw_lines(events)))
-    envelope = msgspec.defstruct("RawLine", [("seq", int), ("id", str), ("data", _union())])
+    envelope = msgspec.defstruct("RawLine", [("seq", int), ("id", str), ("data", event_union())])
     decode = msgspec.json.Decoder(envelope).decode
 
     def raw_replay() -> float:
@@ -137,19 +103,10 @@ def test_replay_vs_raw(
         return len(out) / (time.perf_counter() - t0)
 
     with el.open(f"jsonl://{ours_path}") as store:
-
-        def our_replay() -> float:
-            t0 = time.perf_counter()
-            out = list(store.read("s"))
-            assert len(out) == len(events)
-            return len(out) / (time.perf_counter() - t0)
-
-        ours = raw = 0.0
-        for _ in range(ROUNDS + 2):
-            raw = max(raw, raw_replay())
-            ours = max(ours, our_replay())
+        our_replay = replay_rate(store, "s", len(events))
+        ours, raw = alternate(raw_replay, our_replay, ROUNDS + 2)
         benchmark.pedantic(our_replay, rounds=3, iterations=1)
-    _report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream, decoded", ours, raw, 0.7)
+    report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream, decoded", ours, raw, 0.7)
     size = sum(p.stat().st_size for p in ours_path.rglob("*") if p.is_file()) / len(events)
     raw_size = (raw_path / "s.jsonl").stat().st_size / len(events)
     print(f"bytes on disk per event: eventlog {size:,.0f}, raw {raw_size:,.0f}")

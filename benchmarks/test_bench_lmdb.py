@@ -19,7 +19,6 @@ machine is too noisy for a pass/fail gate.
 
 from __future__ import annotations
 
-import itertools
 import struct
 import time
 from collections.abc import Callable
@@ -28,13 +27,12 @@ from typing import Any
 
 import lmdb
 import msgspec
-import pytest
 
 import eventlog as el
+from benchmarks.common import alternate, best, event_union, replay_rate, report
 from eventlog.backends.lmdb import LMDBBackend
 from eventlog.bench.workload import conversation_events
 from eventlog.compression import train_dictionary
-from eventlog.events import registered_event_types
 
 BATCH_EVENTS = 5_000
 REPLAY_EVENTS = 10_000
@@ -43,42 +41,8 @@ _U64 = struct.Struct(">Q")
 _MAP = 1 << 30
 
 
-@pytest.fixture(scope="module")
-def workload() -> list[el.EventData]:
-    return conversation_events(REPLAY_EVENTS)
-
-
-@pytest.fixture
-def fresh_path(tmp_path: Path) -> Callable[[], Path]:
-    counter = itertools.count()
-    return lambda: tmp_path / f"b{next(counter)}"
-
-
 def _url(path: Path, query: str = "") -> str:
     return f"lmdb://{path}" + (f"?{query}" if query else "")
-
-
-def _best(fn: Callable[[], float], rounds: int = ROUNDS) -> float:
-    return max(fn() for _ in range(rounds))
-
-
-def _report(benchmark: Any, name: str, ours: float, raw: float, goal: float) -> None:
-    ratio = ours / raw
-    verdict = "ok" if ratio >= goal else "MISSED"
-    print(
-        f"\n{name}: eventlog {ours:,.0f}/s, raw lmdb {raw:,.0f}/s, "
-        f"ratio {ratio:.2f} (goal >= {goal}) {verdict}"
-    )
-    benchmark.extra_info.update(
-        {"eventlog_per_s": ours, "baseline_per_s": raw, "ratio": ratio, "goal": goal}
-    )
-
-
-def _union_of(types: tuple[type[el.EventData], ...]) -> Any:
-    union: Any = types[0]
-    for t in types[1:]:
-        union = union | t
-    return union
 
 
 # -- appends ------------------------------------------------------------------------------------
@@ -119,8 +83,8 @@ def test_batch_appends_vs_raw(
     benchmark.pedantic(
         lambda: _eventlog_batches(fresh_path(), data, 100, "fsync"), rounds=1, iterations=1
     )
-    _report(benchmark, "100-event batches, durability=fsync", ours, raw, 0.8)
-    batch = _best(lambda: _eventlog_batches(fresh_path(), data, 100, "batch"))
+    report(benchmark, "100-event batches, durability=fsync", ours, raw, 0.8, "raw lmdb")
+    batch = best(lambda: _eventlog_batches(fresh_path(), data, 100, "batch"), ROUNDS)
     print(f"  same at durability=batch (no meta-page flush): {batch:,.0f}/s")
     benchmark.extra_info["batch_level_per_s"] = batch
 
@@ -143,7 +107,7 @@ def test_replay_vs_raw(
     with env.begin(write=True, db=db) as txn:
         for i, e in enumerate(events):
             txn.put(prefix + _U64.pack(i + 1), encode(e.data))
-    typed = msgspec.msgpack.Decoder(_union_of(tuple(registered_event_types().values()))).decode
+    typed = msgspec.msgpack.Decoder(event_union()).decode
     lo, hi = prefix + _U64.pack(1), prefix + _U64.pack(2**64 - 1)
 
     def raw_replay() -> float:
@@ -160,20 +124,13 @@ def test_replay_vs_raw(
         return len(out) / (time.perf_counter() - t0)
 
     with el.open(_url(ours_path)) as store:
-
-        def our_replay() -> float:
-            t0 = time.perf_counter()
-            out = list(store.read("s"))
-            assert len(out) == len(events)
-            return len(out) / (time.perf_counter() - t0)
-
-        ours = raw = 0.0
-        for _ in range(ROUNDS + 2):
-            raw = max(raw, raw_replay())
-            ours = max(ours, our_replay())
+        our_replay = replay_rate(store, "s", len(events))
+        ours, raw = alternate(raw_replay, our_replay, ROUNDS + 2)
         benchmark.pedantic(our_replay, rounds=3, iterations=1)
     env.close()
-    _report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream, decoded", ours, raw, 0.8)
+    report(
+        benchmark, f"replay of a {REPLAY_EVENTS}-event stream, decoded", ours, raw, 0.8, "raw lmdb"
+    )
 
 
 # -- storage ------------------------------------------------------------------------------------

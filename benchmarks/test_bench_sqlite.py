@@ -15,7 +15,6 @@ noisy for a pass/fail gate.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sqlite3
 import threading
@@ -25,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
 
 import eventlog as el
-from benchmarks.workload import conversation_events
+from benchmarks.common import alternate, event_union, replay_rate, report
 from eventlog.backends.sqlite import SQLiteBackend
 from eventlog.events import registered_event_types
 
@@ -48,17 +46,6 @@ CREATE TABLE events (
 _RAW_INSERT = "INSERT INTO events (id, stream, seq, data) VALUES (?, ?, ?, ?)"
 
 
-@pytest.fixture(scope="module")
-def workload() -> list[el.EventData]:
-    return conversation_events(REPLAY_EVENTS)
-
-
-@pytest.fixture
-def fresh_path(tmp_path: Path) -> Callable[[], Path]:
-    counter = itertools.count()
-    return lambda: tmp_path / f"b{next(counter)}.db"
-
-
 def _url(path: Path) -> str:
     return f"sqlite:///{path}"
 
@@ -76,23 +63,6 @@ def _disk_bytes(path: Path) -> int:
         os.path.getsize(f"{path}{suffix}")
         for suffix in ("", "-wal")
         if os.path.exists(f"{path}{suffix}")
-    )
-
-
-def _best(fn: Callable[[], float], rounds: int = ROUNDS) -> float:
-    """The best events/s of a few rounds (fn returns its own rate)."""
-    return max(fn() for _ in range(rounds))
-
-
-def _report(benchmark: Any, name: str, ours: float, raw: float, goal: float) -> None:
-    ratio = ours / raw
-    verdict = "ok" if ratio >= goal else "MISSED"
-    print(
-        f"\n{name}: eventlog {ours:,.0f}/s, baseline {raw:,.0f}/s, "
-        f"ratio {ratio:.2f} (goal >= {goal}) {verdict}"
-    )
-    benchmark.extra_info.update(
-        {"eventlog_per_s": ours, "baseline_per_s": raw, "ratio": ratio, "goal": goal}
     )
 
 
@@ -146,7 +116,7 @@ def test_batch_appends_vs_raw(
     benchmark.pedantic(
         lambda: _eventlog_batches(fresh_path(), data, 100, "batch"), rounds=1, iterations=1
     )
-    _report(benchmark, "100-event batches, durability=batch", ours, raw, 0.8)
+    report(benchmark, "100-event batches, durability=batch", ours, raw, 0.8)
 
 
 def test_single_durable_appends_vs_raw(
@@ -160,7 +130,7 @@ def test_single_durable_appends_vs_raw(
     benchmark.pedantic(
         lambda: _eventlog_batches(fresh_path(), data, 1, "fsync"), rounds=1, iterations=1
     )
-    _report(benchmark, "single durable appends (fsync)", ours, raw, 0.8)
+    report(benchmark, "single durable appends (fsync)", ours, raw, 0.8)
 
 
 def _threaded(path: Path, data: list[el.EventData]) -> tuple[float, dict[str, int]]:
@@ -200,7 +170,7 @@ def test_group_commit_8_threads_vs_single_writer(
     benchmark.pedantic(lambda: _threaded(fresh_path(), data), rounds=1, iterations=1)
     print(f"\ngroup commit: {stats['jobs']} appends in {stats['commits']} commits")
     benchmark.extra_info["commits"] = stats
-    _report(benchmark, f"{THREADS} threads durable vs one writer durable", threaded, single, 3.0)
+    report(benchmark, f"{THREADS} threads durable vs one writer durable", threaded, single, 3.0)
 
 
 # -- replay and size ----------------------------------------------------------------------------
@@ -223,7 +193,7 @@ def test_replay_vs_raw(
     conn.execute("COMMIT")
     union = tuple(registered_event_types().values())
     decode = msgspec.msgpack.Decoder(union[0] if len(union) == 1 else Any).decode
-    typed = msgspec.msgpack.Decoder(_union_of(union)).decode
+    typed = msgspec.msgpack.Decoder(event_union(union)).decode
 
     def raw_replay() -> float:
         t0 = time.perf_counter()
@@ -233,21 +203,12 @@ def test_replay_vs_raw(
         return len(out) / (time.perf_counter() - t0)
 
     with el.open(_url(ours_path)) as store:
-
-        def our_replay() -> float:
-            t0 = time.perf_counter()
-            out = list(store.read("s"))
-            assert len(out) == len(events)
-            return len(out) / (time.perf_counter() - t0)
-
-        ours = raw = 0.0
-        for _ in range(ROUNDS + 2):
-            raw = max(raw, raw_replay())
-            ours = max(ours, our_replay())
+        our_replay = replay_rate(store, "s", len(events))
+        ours, raw = alternate(raw_replay, our_replay, ROUNDS + 2)
         benchmark.pedantic(our_replay, rounds=3, iterations=1)
     conn.close()
     del decode
-    _report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream", ours, raw, 0.8)
+    report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream", ours, raw, 0.8)
     ours_size = _disk_bytes(ours_path) / len(events)
     raw_size = _disk_bytes(raw_path) / len(events)
     payload = sum(len(encode(e.data)) for e in events) / len(events)
@@ -260,10 +221,3 @@ def test_replay_vs_raw(
         "baseline": raw_size,
         "payload": payload,
     }
-
-
-def _union_of(types: tuple[type[el.EventData], ...]) -> Any:
-    union: Any = types[0]
-    for t in types[1:]:
-        union = union | t
-    return union
