@@ -466,13 +466,7 @@ class Store:
         fork = self._backend.get_fork(stream)
         if rec is None and fork is None:
             raise StreamNotFoundError(stream)
-        return StreamInfo(
-            stream,
-            rec.seq if rec else fork.at_seq if fork else 0,
-            rec.ts if rec else fork.ts if fork else 0,
-            fork.parent if fork else None,
-            fork.at_seq if fork else 0,
-        )
+        return StreamInfo.of(stream, (rec.seq, rec.ts) if rec else None, fork)
 
     def exists(self, stream: str) -> bool:
         """Whether the stream has events or is a fork."""

@@ -81,6 +81,15 @@ class StreamInfo(msgspec.Struct, frozen=True):
     parent: str | None = None
     at_seq: int = 0
 
+    @classmethod
+    def of(cls, stream: str, last: tuple[int, int] | None, fork: ForkInfo | None) -> StreamInfo:
+        """Info from the (seq, ts) of the stream's last own record, if any, and its fork entry."""
+        if last is not None:
+            seq, ts = last
+        else:
+            seq, ts = (fork.at_seq, fork.ts) if fork else (0, 0)
+        return cls(stream, seq, ts, fork.parent if fork else None, fork.at_seq if fork else 0)
+
 
 class Conflict(Exception):
     """Raised by a backend when (stream, seq) or an id is already taken; nothing was written."""

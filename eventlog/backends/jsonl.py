@@ -821,17 +821,8 @@ class JSONLBackend(Backend):
             for st in self._streams.values():
                 if not st.batches and st.fork is None:
                     continue
-                fork = st.fork
-                last_ts = st.batches[-1].ts if st.batches else fork.ts if fork else 0
-                out.append(
-                    StreamInfo(
-                        st.name,
-                        st.last_seq,
-                        last_ts,
-                        fork.parent if fork else None,
-                        fork.at_seq if fork else 0,
-                    )
-                )
+                last = (st.last_seq, st.batches[-1].ts) if st.batches else None
+                out.append(StreamInfo.of(st.name, last, st.fork))
         out.sort(key=lambda s: s.stream)
         return out
 

@@ -560,18 +560,8 @@ class LMDBBackend(Backend):
         out = []
         for name in sorted(own.keys() | forks.keys()):
             mine = own.get(name)
-            fork = forks.get(name)
-            last_seq = mine[1] if mine else fork.at_seq if fork else 0
-            last_ts = mine[2] if mine else fork.ts if fork else 0
-            out.append(
-                StreamInfo(
-                    name,
-                    last_seq,
-                    last_ts,
-                    fork.parent if fork else None,
-                    fork.at_seq if fork else 0,
-                )
-            )
+            last = (mine[1], mine[2]) if mine else None
+            out.append(StreamInfo.of(name, last, forks.get(name)))
         return out
 
     def head_position(self) -> int:

@@ -127,18 +127,8 @@ class MemoryBackend(Backend):
             out = []
             for name in names:
                 own = self._streams.get(name)
-                fork = self._forks.get(name)
-                last_seq = own[-1].seq if own else (fork.at_seq if fork else 0)
-                last_ts = own[-1].ts if own else (fork.ts if fork else 0)
-                out.append(
-                    StreamInfo(
-                        name,
-                        last_seq,
-                        last_ts,
-                        fork.parent if fork else None,
-                        fork.at_seq if fork else 0,
-                    )
-                )
+                last = (own[-1].seq, own[-1].ts) if own else None
+                out.append(StreamInfo.of(name, last, self._forks.get(name)))
             return out
 
     def head_position(self) -> int:
