@@ -8,6 +8,7 @@ hurts both alike; nothing here asserts speed.
 
 from __future__ import annotations
 
+import functools
 import platform
 import sqlite3
 import sys
@@ -264,14 +265,7 @@ def _single(r: _Run, backend: str) -> float:
         lambda: ours.append_rate(backend, r.path("s1"), data, 1, "fsync"),
         lambda: _raw_append(backend, r.path("raw-s1"), data, 1, True),
     ]
-    names = []
-    if backend == "sqlite":
-        if r.has("eventsourcing"):
-            fns.append(lambda: _eventsourcing_append(r, data, 1))
-            names.append("eventsourcing")
-        if r.has("openai-agents"):
-            fns.append(lambda: _openai_append(r, data, 1))
-            names.append("openai-agents")
+    names = _add_append_peers(r, fns, data, 1) if backend == "sqlite" else []
     value, limit, *peer_values = best_of(r.sizes.rounds, *fns)
     r.add(
         Figure(
@@ -319,19 +313,28 @@ def _batch(r: _Run, backend: str, n: int) -> None:
     )
 
 
+def _add_append_peers(
+    r: _Run, fns: list[Callable[[], float]], data: list[EventData], batch: int
+) -> list[str]:
+    """Append the installed SQLite peers' append measurements to `fns`; return their names."""
+    names = []
+    for name, measure in (
+        ("eventsourcing", _eventsourcing_append),
+        ("openai-agents", _openai_append),
+    ):
+        if r.has(name):
+            fns.append(functools.partial(measure, r, data, batch))
+            names.append(name)
+    return names
+
+
 def _batch_durable_vs_peers(r: _Run) -> None:
     data = r.data[: r.sizes.batch_events]
     fns: list[Callable[[], float]] = [
         lambda: ours.append_rate("sqlite", r.path("b100f"), data, 100, "fsync"),
         lambda: raw.sqlite_append(r.path("raw-b100f"), data, 100, "FULL"),
     ]
-    names = []
-    if r.has("eventsourcing"):
-        fns.append(lambda: _eventsourcing_append(r, data, 100))
-        names.append("eventsourcing")
-    if r.has("openai-agents"):
-        fns.append(lambda: _openai_append(r, data, 100))
-        names.append("openai-agents")
+    names = _add_append_peers(r, fns, data, 100)
     value, limit, *peer_values = best_of(r.sizes.rounds, *fns)
     r.add(
         Figure(
