@@ -43,6 +43,14 @@ _COLUMNS = (
 """Selected in `Record`'s field order, so a row is `Record(*row)`."""
 _SELECT = f"SELECT {_COLUMNS} FROM events"
 _INSERT = f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_PLAIN = (
+    "INSERT INTO events (id, stream, seq, ts, type, version, data, meta, causation_id, "
+    "correlation_id, hash, codec, position) VALUES (?, ?, ?, ?, ?, ?, ?, X'', NULL, NULL, ?, ?, ?)"
+)
+"""For events without meta or links (most of them): sqlite3 adapts every bytes or None
+parameter through a registry lookup, so binding three fewer of them saves about a fifth of
+an insert's cost."""
+_FORKED = "SELECT 1 FROM forks WHERE stream = ?"
 _INSERT_TEXT = f"INSERT INTO {TEXT_TABLE} (position, text) VALUES (?, ?)"
 _STREAM_NAMES = """
 WITH RECURSIVE names(stream) AS (
@@ -78,7 +86,6 @@ Build = Callable[[str, str, "str | None"], BaseException]
 ERROR_RULES: tuple[tuple[str, str, bool, Build], ...] = (
     # (SQLite error name prefix, message fragment, only for search queries, build(msg, loc, q))
     ("SQLITE_CONSTRAINT", "events.stream, events.seq", False, lambda m, loc, q: Conflict("seq", m)),
-    ("SQLITE_CONSTRAINT", "seq 1 of a fork", False, lambda m, loc, q: Conflict("seq", m)),
     ("SQLITE_CONSTRAINT", "events.id", False, lambda m, loc, q: Conflict("id", m)),
     ("SQLITE_CONSTRAINT", "forks.stream", False, lambda m, loc, q: Conflict("fork", m)),
     ("SQLITE_CONSTRAINT", "fork of a stream", False, lambda m, loc, q: Conflict("fork", m)),
@@ -212,28 +219,47 @@ class SQLiteBackend(Backend):
             return []
         search = self.search_enabled
 
+        plain = all(
+            not r.meta and r.causation_id is None and r.correlation_id is None for r in records
+        )
+        first = records[0]
+
         def work(conn: sqlite3.Connection) -> list[int]:
-            # Inside BEGIN IMMEDIATE: no other connection can commit until this one does.
+            # Inside BEGIN IMMEDIATE: no other connection can commit until this one does, so
+            # the fork check and the positions hold until the commit.
+            if first.seq == 1 and conn.execute(_FORKED, (first.stream,)).fetchone():
+                raise Conflict("seq", f"{first.stream!r} is a fork: seq 1 is its parent's")
             head = conn.execute("SELECT max(position) FROM events").fetchone()[0] or 0
-            rows = [
-                (
-                    r.id,
-                    r.stream,
-                    r.seq,
-                    r.ts,
-                    r.type,
-                    r.version,
-                    r.data,
-                    r.meta,
-                    r.causation_id,
-                    r.correlation_id,
-                    r.hash,
-                    r.codec,
-                    head + i,
+            if plain:
+                conn.executemany(
+                    _INSERT_PLAIN,
+                    [
+                        (r.id, r.stream, r.seq, r.ts, r.type, r.version, r.data, r.hash, r.codec, p)
+                        for p, r in enumerate(records, head + 1)
+                    ],
                 )
-                for i, r in enumerate(records, 1)
-            ]
-            conn.executemany(_INSERT, rows)
+            else:
+                conn.executemany(
+                    _INSERT,
+                    [
+                        (
+                            r.id,
+                            r.stream,
+                            r.seq,
+                            r.ts,
+                            r.type,
+                            r.version,
+                            r.data,
+                            r.meta,
+                            r.causation_id,
+                            r.correlation_id,
+                            r.hash,
+                            r.codec,
+                            p,
+                        )
+                        for p, r in enumerate(records, head + 1)
+                    ],
+                )
             if search:
                 texts = [(head + i, r.text) for i, r in enumerate(records, 1) if r.text]
                 conn.executemany(_INSERT_TEXT, texts)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import eventlog as el
-from eventlog.backends.base import Conflict, Durability, Record
+from eventlog.backends import sqlite_schema
+from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend
 from tests.contract import DurableContract, FreshURL, text_events, texts_of
 
@@ -136,6 +137,83 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
     assert writer.commits == commits + 2  # the holder's group, then bad+good in one
     assert backend.last("y") is not None and backend.last("z") is None
     backend.close()
+
+
+def test_group_commit_fork_seq1_fails_only_its_caller(tmp_path: Path) -> None:
+    """Seq 1 of a fork is refused inside its own savepoint: the job sharing its commit lands."""
+    backend = SQLiteBackend(tmp_path / "f.db")
+    base = dict(ts=1, type="checkpoint", version=1, data=b"\x80", meta=b"", hash=bytes(32))
+
+    def rec(stream: str, seq: int) -> Record:
+        return Record(
+            el.new_event_id(), stream, seq, causation_id=None, correlation_id=None, **base
+        )
+
+    backend.append([rec("p", 1)], Durability.NONE)
+    backend.create_fork(ForkInfo("f", "p", 1, 1))
+    writer = backend._writer
+    results: dict[str, object] = {}
+    gate = threading.Event()
+
+    def append(name: str, record: Record) -> None:
+        try:
+            results[name] = backend.append([record], Durability.FSYNC)
+        except Conflict as exc:
+            results[name] = exc
+
+    holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(5), Durability.NONE))
+    holder.start()
+    time.sleep(0.05)
+    threads = [
+        threading.Thread(target=append, args=("fork", rec("f", 1))),
+        threading.Thread(target=append, args=("other", rec("q", 1))),
+    ]
+    for th in threads:
+        th.start()
+    time.sleep(0.1)
+    commits = writer.commits
+    gate.set()
+    for th in [holder, *threads]:
+        th.join()
+    assert isinstance(results["fork"], Conflict) and results["fork"].kind == "seq"
+    assert results["other"] == [2]
+    assert writer.commits == commits + 2  # the holder's group, then fork+other in one
+    assert backend.last("f") is None and backend.last("q") is not None
+    backend.append([rec("f", 2)], Durability.NONE)  # the fork's own events start at seq 2
+    backend.close()
+
+
+def test_v1_store_is_migrated_and_keeps_its_events(tmp_path: Path) -> None:
+    """A schema v1 store (with the per-row fork trigger) opens as v2 with its events intact."""
+    path = tmp_path / "v1.db"
+    with el.open(url_for(path)) as store:
+        store.append("p", text_events(3))
+        store.fork("p", "f", at_seq=2)
+        store.append("f", text_events(2, "f"))
+        before = [e.id for e in store.read("f")]
+    # Turn it back into what eventlog wrote at schema v1.
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(sqlite_schema._TRIGGERS[0])
+    conn.execute("DELETE FROM eventlog_schema WHERE version = 2")
+    conn.close()
+    assert sqlite_schema.inspect(path) == (1, False)
+
+    with el.open(url_for(path)) as store:
+        assert [e.id for e in store.read("f")] == before
+        assert store.verify().ok
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+        seq1 = Record(
+            el.new_event_id(), "f", 1, 1, "checkpoint", 1, b"\x80", b"", None, None, bytes(32)
+        )
+        with pytest.raises(Conflict):
+            backend.append([seq1], Durability.NONE)
+        store.append("f", text_events(1, "g"))
+    conn = sqlite3.connect(path)
+    triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+    conn.close()
+    assert sqlite_schema.inspect(path) == (sqlite_schema.SCHEMA_VERSION, False)
+    assert "events_fork_guard" not in triggers and "forks_guard" in triggers
 
 
 # -- opening bad files: clear errors, nothing modified ------------------------------------------

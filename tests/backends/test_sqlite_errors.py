@@ -41,14 +41,6 @@ CASES = [
     ),
     (
         sqlite3.IntegrityError,
-        "SQLITE_CONSTRAINT_TRIGGER",
-        "eventlog: seq 1 of a fork",
-        None,
-        Conflict,
-        "seq",
-    ),
-    (
-        sqlite3.IntegrityError,
         "SQLITE_CONSTRAINT_PRIMARYKEY",
         "UNIQUE constraint failed: forks.stream",
         None,
