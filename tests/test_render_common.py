@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eventlog.errors import UsageError
-from eventlog.events import ModelInput, Section, ToolResult
+from eventlog.events import ModelInput, ModelOutput, Section, ToolResult, ToolResults
 from eventlog.projections.providers import render_common as rc
 from eventlog.projections.providers.render import PROVIDERS, render, render_json
 from tests import render_windows as rw
@@ -28,7 +29,7 @@ def test_results_gathered_in_call_order_and_inputs_moved_after_them() -> None:
     assert [type(x).__name__ for x in t] == ["UserTurn", "OutputTurn", "ResultsTurn", "UserTurn"]
     results = t[2]
     assert isinstance(results, rc.ResultsTurn)
-    assert [(a.call.uid, a.result.content) for a in results.answers] == [("a", "A"), ("b", "B")]
+    assert [(uid, result.content) for _, uid, result in results.answers] == [("a", "A"), ("b", "B")]
     assert t[3] == rc.UserTurn(("meanwhile",))
 
 
@@ -36,12 +37,12 @@ def test_unanswered_cancel_and_drop() -> None:
     w = rw.unanswered()
     cancelled = rc.turns(w)[2]
     assert isinstance(cancelled, rc.ResultsTurn)
-    assert cancelled.answers[1].result == ToolResult(
+    assert cancelled.answers[1][2] == ToolResult(
         call_id="c2", tool_name="search", status="failed", content=rc.CANCELLED_TEXT
     )
     dropped = rc.turns(w, unanswered="drop")
     out, res = dropped[1], dropped[2]
-    assert isinstance(out, rc.OutputTurn) and [c.uid for c in out.calls] == ["c1"]
+    assert isinstance(out, rc.OutputTurn) and [uid for _, uid in out.calls] == ["c1"]
     assert isinstance(res, rc.ResultsTurn) and len(res.answers) == 1
 
 
@@ -63,8 +64,8 @@ def test_execute_error_answers_missing_calls() -> None:
     )
     res = rc.turns(w)[2]
     assert isinstance(res, rc.ResultsTurn)
-    assert res.answers[0].result.content == "sandbox died"
-    assert res.answers[0].result.status == "failed"
+    _, _, result = res.answers[0]
+    assert result.content == "sandbox died" and result.status == "failed"
 
 
 def test_orphan_results_become_text_or_are_dropped() -> None:
@@ -102,12 +103,38 @@ def test_repeated_call_ids_are_made_unique_and_stay_paired() -> None:
         rw.results(rw.ok("search_0", "search", "2")),
     )
     t = rc.turns(w)
-    uids = [a.call.uid for x in t if isinstance(x, rc.ResultsTurn) for a in x.answers]
+    uids = [uid for x in t if isinstance(x, rc.ResultsTurn) for _, uid, _ in x.answers]
     assert uids == ["search_0", "search_0~2"]
     body = render(w, "anthropic", model="m")
     rw.check_anthropic(body)
     ids = [b["id"] for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
     assert ids[0] == "search_0" and ids[1] != ids[0] and ids[1].startswith("search_0_2_")
+
+
+class _Input(ModelInput, frozen=True, tag="test_render_input"):
+    pass
+
+
+class _Output(ModelOutput, frozen=True, tag="test_render_output"):
+    pass
+
+
+class _Results(ToolResults, frozen=True, tag="test_render_results"):
+    pass
+
+
+def test_subclassed_kinds_render_like_their_base() -> None:
+    """The pass dispatches on exact types first; subclasses take the slow path, same result."""
+    base = rw.parallel_out_of_order()
+    sub = {ModelInput: _Input, ModelOutput: _Output, ToolResults: _Results}
+    items = tuple(
+        msgspec.structs.replace(i, data=sub[type(i.data)](**msgspec.structs.asdict(i.data)))
+        for i in base.items
+    )
+    assert {type(i.data) for i in items} == {_Input, _Output, _Results}
+    window = msgspec.structs.replace(base, items=items)
+    for provider in PROVIDERS:
+        assert render(window, provider, model="m") == render(base, provider, model="m")
 
 
 def test_fix_id() -> None:

@@ -10,36 +10,28 @@ byte-identical and first in their message; `max_tokens` always set.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, assert_never
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from eventlog.events import (
-    Attachment,
-    ReasoningPart,
-    RefusalPart,
-    TextPart,
-    ToolResult,
-)
+from eventlog.events import Attachment, ModelOutput, ReasoningPart, ToolResult
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
-    InstructionTurn,
+    Answer,
+    Blocks,
     Orphans,
-    OutputTurn,
-    ResultsTurn,
-    Turn,
+    Pairing,
     Unanswered,
-    UserTurn,
     attachment_note,
     b64,
-    fix_id,
+    current_system,
     from_provider,
+    id_rewriter,
+    instruction_text,
     is_blank,
     is_error,
     merge_extra,
     result_text,
-    single_system,
     tool_input,
-    turns,
 )
 from eventlog.projections.window_types import Window
 
@@ -56,6 +48,8 @@ UNAVAILABLE_TOOL = "(not available in this request)"
 
 Block = dict[str, Any]
 Message = dict[str, Any]
+
+_tool_use_id = id_rewriter(MAX_ID_LENGTH)
 
 
 def render(
@@ -76,17 +70,21 @@ def render(
     system text, then the last block of every `cache_every`-th message, newest boundaries
     first, at most 4 in all. `extra` adds other top-level fields (`temperature`, `thinking`).
     """
-    system, items = single_system(window, turns(window, unanswered=unanswered, orphans=orphans))
-    messages, used = _messages(items)
+    m = _Messages(unanswered, orphans, current_system(window))
+    m.run(window.items)
+    messages = m.messages
+    if messages and messages[0]["role"] == "assistant":
+        messages.insert(0, {"role": "user", "content": [_text(OPENING_TEXT)]})
+    _trim_final_assistant(messages)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
-    if system is not None and not is_blank(system):
-        body["system"] = system
+    if m.system is not None and not is_blank(m.system):
+        body["system"] = m.system
     if window.tools:
         body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]
-    elif used:
+    elif m.tools:
         # The API refuses tool blocks without tool definitions: define the tools the history
         # used, and forbid calling them.
-        body["tools"] = [_tool(name, UNAVAILABLE_TOOL, {"type": "object"}) for name in used]
+        body["tools"] = [_tool(name, UNAVAILABLE_TOOL, {"type": "object"}) for name in m.tools]
         body["tool_choice"] = {"type": "none"}
     body["messages"] = messages
     if cache:
@@ -106,93 +104,94 @@ def _tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]
 # Messages
 
 
-class _Messages:
-    """Messages under construction; same-role turns merge, thinking blocks stay first."""
+class _Messages(Pairing):
+    """Messages built in the pairing pass; same-role turns merge, thinking blocks stay first.
 
-    def __init__(self) -> None:
-        self.list: list[Message] = []
-        self.lead: list[int] = []
-        """Number of leading thinking blocks of each message."""
+    The current instruction is the `system` slot: instruction turns equal to it before any
+    other turn are the slot itself; every other one stays at its place as user text.
+    """
+
+    def __init__(self, unanswered: Unanswered, orphans: Orphans, system: str | None) -> None:
+        super().__init__(unanswered, orphans)
+        self.system = system
+        self.leading = True
+        """No turn but instructions rendered yet."""
+        self.messages: list[Message] = []
+        self.role = ""
+        """Role of the last message."""
+        self.content: list[Block] = []
+        """Content of the last message."""
+        self.lead = 0
+        """Number of leading thinking blocks of the last message."""
         self.tools: dict[str, None] = {}
+        """Names of the tools the history called, in first-use order."""
 
-    def add(self, role: str, blocks: list[Block], thinking: list[Block] | None = None) -> None:
-        if not blocks and not thinking:
-            return
-        if self.list and self.list[-1]["role"] == role:
-            content = self.list[-1]["content"]
-            if thinking:
-                k = self.lead[-1]
-                content[k:k] = thinking
-                self.lead[-1] += len(thinking)
-            content.extend(blocks)
-            return
-        self.list.append({"role": role, "content": (thinking or []) + blocks})
-        self.lead.append(len(thinking or ()))
+    def user(self, blocks: Blocks) -> None:
+        self.leading = False
+        if len(blocks) == 1 and isinstance(blocks[0], str):
+            self._user([{"type": "text", "text": blocks[0]}])
+        else:
+            self._user([_text(b) if isinstance(b, str) else _attachment(b) for b in blocks])
 
+    def instruction(self, text: str) -> None:
+        if not (self.leading and text == self.system):
+            self._user([_text(instruction_text(text))])
 
-def _messages(items: list[Turn]) -> tuple[list[Message], list[str]]:
-    """(messages, tool names used by tool blocks, in first-use order)."""
-    m = _Messages()
-    for t in items:
-        match t:
-            case UserTurn():
-                m.add("user", _user_blocks(t.blocks))
-            case OutputTurn():
-                thinking, blocks = _output_blocks(t)
-                for c in t.calls:
-                    m.tools[c.call.name] = None
-                m.add("assistant", blocks, thinking)
-            case ResultsTurn():
-                m.add(
-                    "user",
-                    [_result_block(fix_id(a.call.uid, MAX_ID_LENGTH), a.result) for a in t.answers],
-                )
-            case InstructionTurn():  # single_system turned these into user text already
-                m.add("user", [_text(t.text)])
-            case _:
-                assert_never(t)
-    messages = m.list
-    if messages and messages[0]["role"] == "assistant":
-        messages.insert(0, {"role": "user", "content": [_text(OPENING_TEXT)]})
-    _trim_final_assistant(messages)
-    return messages, list(m.tools)
-
-
-def _text(text: str) -> Block:
-    return {"type": "text", "text": text}
-
-
-def _user_blocks(blocks: tuple[str | Attachment, ...]) -> list[Block]:
-    return [_text(b) if isinstance(b, str) else _attachment(b) for b in blocks]
-
-
-def _output_blocks(t: OutputTurn) -> tuple[list[Block], list[Block]]:
-    """(thinking blocks, other blocks) of one output."""
-    own = from_provider(t.output, PROVIDER)
-    thinking: list[Block] = []
-    blocks: list[Block] = []
-    for part in t.output.parts:
-        match part:
-            case TextPart() | RefusalPart():
-                if not is_blank(part.text):
-                    blocks.append(_text(part.text))
-            case ReasoningPart():
+    def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
+        self.leading = False
+        own = from_provider(output, PROVIDER)
+        thinking: list[Block] = []
+        blocks: list[Block] = []
+        for part in output.parts:
+            if isinstance(part, ReasoningPart):
                 if own:
                     block = _thinking(part)
                     if block is not None:
                         thinking.append(block)
-            case _:
-                assert_never(part)
-    for c in t.calls:
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": fix_id(c.uid, MAX_ID_LENGTH),
-                "name": c.call.name,
-                "input": tool_input(c.call),
-            }
-        )
-    return thinking, blocks
+            elif part.text and not part.text.isspace():
+                blocks.append({"type": "text", "text": part.text})
+        if not answers:
+            self._assistant(blocks, thinking)
+            return
+        results: list[Block] = []
+        tools = self.tools
+        for call, uid, result in answers:
+            tool_use_id = _tool_use_id(uid)
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": tool_use_id,
+                    "name": call.name,
+                    "input": tool_input(call),
+                }
+            )
+            tools[call.name] = None
+            results.append(_result_block(tool_use_id, result))
+        self._assistant(blocks, thinking)
+        self._user(results)  # a new message: the assistant one has the tool_use blocks
+
+    def _user(self, blocks: list[Block]) -> None:
+        if self.role == "user":
+            self.content.extend(blocks)
+        else:
+            self.messages.append({"role": "user", "content": blocks})
+            self.role, self.content, self.lead = "user", blocks, 0
+
+    def _assistant(self, blocks: list[Block], thinking: list[Block]) -> None:
+        if self.role == "assistant":
+            if thinking:
+                k = self.lead
+                self.content[k:k] = thinking
+                self.lead += len(thinking)
+            self.content.extend(blocks)
+        elif blocks or thinking:
+            content = thinking + blocks if thinking else blocks
+            self.messages.append({"role": "assistant", "content": content})
+            self.role, self.content, self.lead = "assistant", content, len(thinking)
+
+
+def _text(text: str) -> Block:
+    return {"type": "text", "text": text}
 
 
 def _thinking(part: ReasoningPart) -> Block | None:
@@ -205,6 +204,7 @@ def _thinking(part: ReasoningPart) -> Block | None:
 
 
 def _result_block(tool_use_id: str, result: ToolResult) -> Block:
+    """`is_error` on failed and skipped results; no content rather than a blank one."""
     block: Block = {"type": "tool_result", "tool_use_id": tool_use_id}
     text = result_text(result)
     if result.attachments:

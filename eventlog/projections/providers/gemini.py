@@ -9,29 +9,26 @@ text parts. The model name is not part of the body (it is in the request URL).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, assert_never
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from eventlog.events import Attachment, ReasoningPart, RefusalPart, TextPart
+from eventlog.events import Attachment, ModelOutput, ReasoningPart, TextPart
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
     Answer,
-    InstructionTurn,
+    Blocks,
     Orphans,
-    OutputTurn,
-    ResultsTurn,
-    Turn,
+    Pairing,
     Unanswered,
-    UserTurn,
     b64,
+    current_system,
     from_provider,
+    instruction_text,
     is_blank,
     is_error,
     merge_extra,
     result_text,
-    single_system,
     tool_input,
-    turns,
 )
 from eventlog.projections.window_types import Window
 
@@ -56,11 +53,15 @@ def render(
     fields (`safetySettings`, a `generationConfig` when `max_tokens` is not given).
     """
     del model  # the model is named by the URL, not the body
-    system, items = single_system(window, turns(window, unanswered=unanswered, orphans=orphans))
+    c = _Contents(unanswered, orphans, current_system(window))
+    c.run(window.items)
+    contents = c.contents
+    if contents and contents[0]["role"] == "model":
+        contents.insert(0, {"role": "user", "parts": [{"text": OPENING_TEXT}]})
     body: dict[str, Any] = {}
-    if system is not None and not is_blank(system):
-        body["systemInstruction"] = {"parts": [{"text": system}]}
-    body["contents"] = _contents(items)
+    if c.system is not None and not is_blank(c.system):
+        body["systemInstruction"] = {"parts": [{"text": c.system}]}
+    body["contents"] = contents
     if window.tools:
         declarations = [_declaration(t.name, t.description, t.parameters) for t in window.tools]
         body["tools"] = [{"functionDeclarations": declarations}]
@@ -77,75 +78,84 @@ def _declaration(name: str, description: str, parameters: dict[str, Any]) -> dic
     return declaration
 
 
-def _contents(items: list[Turn]) -> list[Content]:
-    contents: list[Content] = []
+class _Contents(Pairing):
+    """Contents built in the pairing pass; same-role turns merge into one content.
 
-    def add(role: str, parts: list[Part]) -> None:
+    The current instruction is `systemInstruction`: instruction turns equal to it before any
+    other turn are that slot; every other one stays at its place as user text.
+    """
+
+    def __init__(self, unanswered: Unanswered, orphans: Orphans, system: str | None) -> None:
+        super().__init__(unanswered, orphans)
+        self.system = system
+        self.leading = True
+        """No turn but instructions rendered yet."""
+        self.contents: list[Content] = []
+        self.role = ""
+        """Role of the last content."""
+        self.parts: list[Part] = []
+        """Parts of the last content."""
+
+    def user(self, blocks: Blocks) -> None:
+        self.leading = False
+        if len(blocks) == 1 and isinstance(blocks[0], str):
+            self._add("user", [{"text": blocks[0]}])
+        else:
+            parts = [{"text": b} if isinstance(b, str) else _attachment(b) for b in blocks]
+            self._add("user", parts)
+
+    def instruction(self, text: str) -> None:
+        if not (self.leading and text == self.system):
+            self._add("user", [{"text": instruction_text(text)}])
+
+    def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
+        """The model turn, then one functionResponse per call in call order, then attachments."""
+        self.leading = False
+        own = from_provider(output, PROVIDER)
+        parts = _model_parts(output, own)
+        if not answers:
+            self._add("model", parts)
+            return
+        responses: list[Part] = []
+        attached: list[Part] = []
+        for call, _, result in answers:
+            part: Part = {"functionCall": {"name": call.name, "args": tool_input(call)}}
+            if own and call.signature is not None:
+                part["thoughtSignature"] = call.signature
+            parts.append(part)
+            response = {"error" if is_error(result) else "output": result_text(result)}
+            responses.append({"functionResponse": {"name": call.name, "response": response}})
+            if result.attachments:
+                attached += [_attachment(x) for x in result.attachments]
+        self._add("model", parts)
+        self._add("user", responses + attached if attached else responses)
+
+    def _add(self, role: str, parts: list[Part]) -> None:
         if not parts:
             return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
+        if self.role == role:
+            self.parts.extend(parts)
         else:
-            contents.append({"role": role, "parts": parts})
-
-    for t in items:
-        match t:
-            case UserTurn():
-                add(
-                    "user",
-                    [{"text": b} if isinstance(b, str) else _attachment(b) for b in t.blocks],
-                )
-            case InstructionTurn():  # single_system turned these into user text already
-                add("user", [{"text": t.text}])
-            case OutputTurn():
-                add("model", _model_parts(t))
-            case ResultsTurn():
-                add("user", _response_parts(t.answers))
-            case _:
-                assert_never(t)
-    if contents and contents[0]["role"] == "model":
-        contents.insert(0, {"role": "user", "parts": [{"text": OPENING_TEXT}]})
-    return contents
+            self.contents.append({"role": role, "parts": parts})
+            self.role, self.parts = role, parts
 
 
-def _model_parts(t: OutputTurn) -> list[Part]:
-    """Text, thoughts (Google's own, with their signature) and function calls."""
-    own = from_provider(t.output, PROVIDER)
+def _model_parts(output: ModelOutput, own: bool) -> list[Part]:
+    """Text and thoughts; Google's own keep their signature (and then even an empty text)."""
     parts: list[Part] = []
-    for p in t.output.parts:
-        match p:
-            case TextPart():
-                sig = p.signature if own else None
-                if sig is not None:
-                    parts.append({"text": p.text, "thoughtSignature": sig})
-                elif not is_blank(p.text):
-                    parts.append({"text": p.text})
-            case ReasoningPart():
-                if own and p.signature is not None:
-                    parts.append({"text": p.text, "thought": True, "thoughtSignature": p.signature})
-            case RefusalPart():
-                if not is_blank(p.text):
-                    parts.append({"text": p.text})
-            case _:
-                assert_never(p)
-    for c in t.calls:
-        part: Part = {"functionCall": {"name": c.call.name, "args": tool_input(c.call)}}
-        if own and c.call.signature is not None:
-            part["thoughtSignature"] = c.call.signature
-        parts.append(part)
+    for p in output.parts:
+        if isinstance(p, TextPart):
+            sig = p.signature if own else None
+            if sig is not None:
+                parts.append({"text": p.text, "thoughtSignature": sig})
+            elif p.text and not p.text.isspace():
+                parts.append({"text": p.text})
+        elif isinstance(p, ReasoningPart):
+            if own and p.signature is not None:
+                parts.append({"text": p.text, "thought": True, "thoughtSignature": p.signature})
+        elif p.text and not p.text.isspace():  # a refusal
+            parts.append({"text": p.text})
     return parts
-
-
-def _response_parts(answers: tuple[Answer, ...]) -> list[Part]:
-    """One functionResponse per call, in call order; then any attachments of the results."""
-    parts: list[Part] = []
-    attached: list[Part] = []
-    for a in answers:
-        key = "error" if is_error(a.result) else "output"
-        response = {key: result_text(a.result)}
-        parts.append({"functionResponse": {"name": a.call.call.name, "response": response}})
-        attached += [_attachment(x) for x in a.result.attachments]
-    return parts + attached
 
 
 def _attachment(a: Attachment) -> Part:

@@ -8,26 +8,23 @@ assistant `content` is text or null; images as `image_url` parts with data URLs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, assert_never
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from eventlog.events import Attachment, RefusalPart, TextPart
+from eventlog.events import Attachment, ModelOutput, RefusalPart, TextPart
 from eventlog.projections.providers.render_common import (
-    InstructionTurn,
+    Answer,
+    Blocks,
     Orphans,
-    OutputTurn,
-    ResultsTurn,
-    Turn,
+    Pairing,
     Unanswered,
-    UserTurn,
     attachment_note,
     data_url,
     error_text,
-    fix_id,
+    id_rewriter,
     is_image,
     merge_extra,
     raw_arguments,
-    turns,
 )
 from eventlog.projections.window_types import Window
 
@@ -37,6 +34,8 @@ MAX_ID_LENGTH = 40
 
 Message = dict[str, Any]
 SystemRole = Literal["system", "developer"]
+
+_call_id = id_rewriter(MAX_ID_LENGTH, strict_chars=False)
 
 
 def render(
@@ -56,15 +55,11 @@ def render(
     """
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', got {system_role!r}")
-    items = turns(window, unanswered=unanswered, orphans=orphans)
-    messages: list[Message] = []
-    for t in items:
-        _add(messages, t, system_role)
-    system = window.system
-    if system is not None and not any(
-        m["role"] == system_role and m["content"] == system for m in messages
-    ):
-        messages.insert(0, {"role": system_role, "content": system})
+    m = _Messages(unanswered, orphans, system_role, window.system)
+    m.run(window.items)
+    messages = m.messages
+    if window.system is not None and not m.has_system:
+        messages.insert(0, {"role": system_role, "content": window.system})
     body: dict[str, Any] = {"model": model, "messages": messages}
     if window.tools:
         body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]
@@ -81,26 +76,76 @@ def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, 
     return {"type": "function", "function": function}
 
 
-def _add(messages: list[Message], t: Turn, system_role: SystemRole) -> None:
-    match t:
-        case UserTurn():
-            messages.append({"role": "user", "content": _user_content(t.blocks)})
-        case InstructionTurn():
-            messages.append({"role": system_role, "content": t.text})
-        case OutputTurn():
-            message = _assistant(t)
-            if message is not None:
-                messages.append(message)
-        case ResultsTurn():
-            _results(messages, t)
-        case _:
-            assert_never(t)
+class _Messages(Pairing):
+    """Messages built in the pairing pass; consecutive inputs stay separate user messages."""
 
+    def __init__(
+        self,
+        unanswered: Unanswered,
+        orphans: Orphans,
+        system_role: SystemRole,
+        system: str | None,
+    ) -> None:
+        super().__init__(unanswered, orphans)
+        self.messages: list[Message] = []
+        self.system_role = system_role
+        self.system = system
+        self.has_system = False
+        """Whether an instruction message already carries the current instruction."""
 
-def _user_content(blocks: tuple[str | Attachment, ...]) -> str | list[dict[str, Any]]:
-    if len(blocks) == 1 and isinstance(blocks[0], str):
-        return blocks[0]
-    return [{"type": "text", "text": b} if isinstance(b, str) else _attachment(b) for b in blocks]
+    def user(self, blocks: Blocks) -> None:
+        if len(blocks) == 1 and isinstance(blocks[0], str):
+            self.messages.append({"role": "user", "content": blocks[0]})
+        else:
+            content = [
+                {"type": "text", "text": b} if isinstance(b, str) else _attachment(b)
+                for b in blocks
+            ]
+            self.messages.append({"role": "user", "content": content})
+
+    def instruction(self, text: str) -> None:
+        self.messages.append({"role": self.system_role, "content": text})
+        if text == self.system:
+            self.has_system = True
+
+    def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
+        """One assistant message: text (or null), refusal, all tool calls; nothing when empty.
+
+        Then one `tool` message per call; images of results follow in one user message (tool
+        messages take text only). Reasoning is never sent: the Chat API takes none.
+        """
+        texts: list[str] = []
+        refusals: list[str] = []
+        for part in output.parts:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            elif isinstance(part, RefusalPart) and part.text:
+                refusals.append(part.text)
+        text = "".join(texts)
+        if not text and not refusals and not answers:
+            return
+        message: Message = {"role": "assistant", "content": text or None}
+        if refusals:
+            message["refusal"] = "".join(refusals)
+        self.messages.append(message)
+        if not answers:
+            return
+        calls: list[dict[str, Any]] = []
+        message["tool_calls"] = calls
+        attached: list[dict[str, Any]] = []
+        for call, uid, result in answers:
+            call_id = _call_id(uid)
+            function = {"name": call.name, "arguments": raw_arguments(call)}
+            calls.append({"id": call_id, "type": "function", "function": function})
+            self.messages.append(
+                {"role": "tool", "tool_call_id": call_id, "content": error_text(result)}
+            )
+            if result.attachments:
+                label = f"Attachments of tool call {call_id} ({call.name}):"
+                attached.append({"type": "text", "text": label})
+                attached += [_attachment(x) for x in result.attachments]
+        if attached:
+            self.messages.append({"role": "user", "content": attached})
 
 
 def _attachment(a: Attachment) -> dict[str, Any]:
@@ -113,53 +158,6 @@ def _attachment(a: Attachment) -> dict[str, Any]:
             "file": {"file_data": data_url(a), "filename": a.name or "file.pdf"},
         }
     return {"type": "text", "text": attachment_note(a, "OpenAI Chat")}
-
-
-def _assistant(t: OutputTurn) -> Message | None:
-    """One assistant message: text (or null), refusal, all tool calls; None when empty.
-
-    Reasoning is never sent: the Chat API takes no reasoning input.
-    """
-    texts: list[str] = []
-    refusals: list[str] = []
-    for part in t.output.parts:
-        if isinstance(part, TextPart):
-            texts.append(part.text)
-        elif isinstance(part, RefusalPart) and part.text:
-            refusals.append(part.text)
-    text = "".join(texts)
-    if not text and not refusals and not t.calls:
-        return None
-    message: Message = {"role": "assistant", "content": text or None}
-    if refusals:
-        message["refusal"] = "".join(refusals)
-    if t.calls:
-        message["tool_calls"] = [
-            {
-                "id": fix_id(c.uid, MAX_ID_LENGTH, strict_chars=False),
-                "type": "function",
-                "function": {"name": c.call.name, "arguments": raw_arguments(c.call)},
-            }
-            for c in t.calls
-        ]
-    return message
-
-
-def _results(messages: list[Message], t: ResultsTurn) -> None:
-    """One `tool` message per call; attachments follow in one user message.
-
-    Tool messages take text only, so images of results go to the user message after them.
-    """
-    attached: list[dict[str, Any]] = []
-    for a in t.answers:
-        call_id = fix_id(a.call.uid, MAX_ID_LENGTH, strict_chars=False)
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": error_text(a.result)})
-        if a.result.attachments:
-            label = f"Attachments of tool call {call_id} ({a.call.call.name}):"
-            attached.append({"type": "text", "text": label})
-            attached += [_attachment(x) for x in a.result.attachments]
-    if attached:
-        messages.append({"role": "user", "content": attached})
 
 
 __all__ = ["MAX_ID_LENGTH", "PROVIDER", "render"]

@@ -10,29 +10,26 @@ content) only for outputs OpenAI produced, and only followed by the item they pr
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from typing import Any, assert_never
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from eventlog.events import Attachment, ReasoningPart, RefusalPart, TextPart
+from eventlog.events import Attachment, ModelOutput, ReasoningPart, RefusalPart, TextPart
 from eventlog.projections.providers.render_common import (
-    InstructionTurn,
+    Answer,
+    Blocks,
     Orphans,
-    OutputTurn,
-    ResultsTurn,
-    Turn,
+    Pairing,
     Unanswered,
-    UserTurn,
     attachment_note,
+    current_system,
     data_url,
     error_text,
-    fix_id,
     from_provider,
+    id_rewriter,
     is_blank,
     is_image,
     merge_extra,
     raw_arguments,
-    single_system,
-    turns,
 )
 from eventlog.projections.window_types import Window
 
@@ -41,6 +38,8 @@ MAX_ID_LENGTH = 64
 """Longest call id kept as is; longer ones are rewritten (any characters are kept)."""
 
 Item = dict[str, Any]
+
+_call_id = id_rewriter(MAX_ID_LENGTH, strict_chars=False)
 
 
 def render(
@@ -57,15 +56,12 @@ def render(
     `max_tokens` becomes `max_output_tokens`; `extra` adds other top-level fields (`store`,
     `reasoning`, `include`).
     """
-    items = turns(window, unanswered=unanswered, orphans=orphans)
-    system, items = single_system(window, items, as_text=False)
+    items = _Items(unanswered, orphans, current_system(window), window.stream)
+    items.run(window.items)
     body: dict[str, Any] = {"model": model}
-    if system is not None:
-        body["instructions"] = system
-    out: list[Item] = []
-    for t in items:
-        _add(out, t, window.stream)
-    body["input"] = out
+    if items.system is not None:
+        body["instructions"] = items.system
+    body["input"] = items.out
     if window.tools:
         body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]
     if max_tokens is not None:
@@ -82,26 +78,77 @@ def _tool(name: str, description: str, parameters: dict[str, Any]) -> Item:
     return tool
 
 
-def _add(out: list[Item], t: Turn, stream: str) -> None:
-    match t:
-        case UserTurn():
-            out.append({"type": "message", "role": "user", "content": _content(t.blocks)})
-        case InstructionTurn():
-            content = [{"type": "input_text", "text": t.text}]
-            out.append({"type": "message", "role": "developer", "content": content})
-        case OutputTurn():
-            _output(out, t, stream)
-        case ResultsTurn():
-            for a in t.answers:
-                out.append(
-                    {
-                        "type": "function_call_output",
-                        "call_id": fix_id(a.call.uid, MAX_ID_LENGTH, strict_chars=False),
-                        "output": _result_output(error_text(a.result), a.result.attachments),
-                    }
-                )
-        case _:
-            assert_never(t)
+class _Items(Pairing):
+    """Input items built in the pairing pass.
+
+    The current instruction is `instructions`: instruction turns equal to it before any other
+    turn are that slot; every other one is a developer message at its place.
+    """
+
+    def __init__(
+        self, unanswered: Unanswered, orphans: Orphans, system: str | None, stream: str
+    ) -> None:
+        super().__init__(unanswered, orphans)
+        self.system = system
+        self.stream = stream
+        self.leading = True
+        """No turn but instructions rendered yet."""
+        self.out: list[Item] = []
+
+    def user(self, blocks: Blocks) -> None:
+        self.leading = False
+        if len(blocks) == 1 and isinstance(blocks[0], str):
+            content = [{"type": "input_text", "text": blocks[0]}]
+        else:
+            content = _content(blocks)
+        self.out.append({"type": "message", "role": "user", "content": content})
+
+    def instruction(self, text: str) -> None:
+        if not (self.leading and text == self.system):
+            content = [{"type": "input_text", "text": text}]
+            self.out.append({"type": "message", "role": "developer", "content": content})
+
+    def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
+        """Reasoning items (OpenAI's own), the assistant message, calls, then their outputs."""
+        self.leading = False
+        out = self.out
+        content: list[dict[str, Any]] = []
+        for part in output.parts:
+            if isinstance(part, TextPart) and part.text:
+                content.append({"type": "output_text", "text": part.text, "annotations": []})
+            elif isinstance(part, RefusalPart) and part.text:
+                content.append({"type": "refusal", "refusal": part.text})
+        if not content and not answers:
+            return  # reasoning alone must not be sent: the API wants the item it preceded
+        if from_provider(output, PROVIDER):
+            out += [_reasoning(p) for p in output.parts if _is_openai_reasoning(p)]
+        if content:
+            out.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": message_id(self.stream, seq),
+                    "status": "completed",
+                    "content": content,
+                }
+            )
+        if not answers:
+            return
+        outputs: list[Item] = []
+        for call, uid, result in answers:
+            call_id = _call_id(uid)
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": call.name,
+                    "arguments": raw_arguments(call),
+                }
+            )
+            text = error_text(result)
+            value = _result_output(text, result.attachments) if result.attachments else text
+            outputs.append({"type": "function_call_output", "call_id": call_id, "output": value})
+        out += outputs
 
 
 def _content(blocks: tuple[str | Attachment, ...]) -> list[dict[str, Any]]:
@@ -126,39 +173,6 @@ def _result_output(text: str, attachments: tuple[Attachment, ...]) -> str | list
         return text
     head = [] if is_blank(text) else [{"type": "input_text", "text": text}]
     return head + [_attachment(a) for a in attachments]
-
-
-def _output(out: list[Item], t: OutputTurn, stream: str) -> None:
-    """Reasoning items (OpenAI's own), one assistant message, then the function calls."""
-    content: list[dict[str, Any]] = []
-    for part in t.output.parts:
-        if isinstance(part, TextPart) and part.text:
-            content.append({"type": "output_text", "text": part.text, "annotations": []})
-        elif isinstance(part, RefusalPart) and part.text:
-            content.append({"type": "refusal", "refusal": part.text})
-    if not content and not t.calls:
-        return  # reasoning alone must not be sent: the API wants the item it preceded
-    if from_provider(t.output, PROVIDER):
-        out += [_reasoning(p) for p in t.output.parts if _is_openai_reasoning(p)]
-    if content:
-        out.append(
-            {
-                "type": "message",
-                "role": "assistant",
-                "id": message_id(stream, t.seq),
-                "status": "completed",
-                "content": content,
-            }
-        )
-    for c in t.calls:
-        out.append(
-            {
-                "type": "function_call",
-                "call_id": fix_id(c.uid, MAX_ID_LENGTH, strict_chars=False),
-                "name": c.call.name,
-                "arguments": raw_arguments(c.call),
-            }
-        )
 
 
 def _is_openai_reasoning(part: object) -> bool:

@@ -1,6 +1,8 @@
-"""Shared rendering steps: a Window becomes a neutral list of turns every provider renderer maps.
+"""Shared rendering step: one pass over a Window that pairs every tool call with its result.
 
-`turns(window)` settles, once and for every provider, what is hard about a history:
+`Pairing` walks the window's items once and settles, for every provider, what is hard about a
+history; a provider renderer subclasses it and turns each settled turn into its own dicts as it
+arrives (no intermediate list of turns, no second pass):
 
 - each output's tool calls get their results right after them, in call order (results that
   arrived out of order, or in several ToolResults events, are gathered); inputs that arrived
@@ -12,7 +14,7 @@
 - tool call ids are made unique across the window (a repeated id gets `~2`, `~3`, ...), so a
   provider's id rewriting (`fix_id`) keeps every call and its result paired.
 
-Renderers then only map turns to their provider's shapes and apply its ordering rules.
+`turns(window)` collects the same turns into a list: the neutral view the tests check.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import base64
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from eventlog.errors import UsageError
 from eventlog.events import (
@@ -36,7 +38,7 @@ from eventlog.events import (
     ToolResult,
     ToolResults,
 )
-from eventlog.projections.window_types import Window
+from eventlog.projections.window_types import Window, WindowItem
 
 Unanswered = Literal["cancel", "drop"]
 Orphans = Literal["text", "drop"]
@@ -59,31 +61,202 @@ turn first (Anthropic, Gemini)."""
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 """Key of the object standing in for tool arguments that are not a JSON object."""
 
+Blocks = tuple[str | Attachment, ...]
+"""User-side content: non-empty texts and attachments, in order."""
+Answer = tuple[ToolCall, str, ToolResult]
+"""A kept call, its window-unique id (the id both sides of the pair use) and its result."""
+
 # ---------------------------------------------------------------------------------------------
-# Turns
+# The pass
 
 
-@dataclass(slots=True, eq=True)
-class Call:
-    """A tool call with its window-unique id (`uid`), the id both sides of the pair use."""
+class Pairing:
+    """One pass over a window's items; subclasses render the turns it settles, in order.
 
-    call: ToolCall
-    uid: str
+    Hooks: `user(blocks)` for user-side content, `instruction(text)` where a system instruction
+    takes effect, `output(output, seq, answers)` for a model output with its kept calls and
+    their results (empty when it has none). Turns are plain tuples and strings, not objects:
+    this pass runs over every message of every request.
+    """
+
+    def __init__(self, unanswered: Unanswered = "cancel", orphans: Orphans = "text") -> None:
+        if unanswered not in ("cancel", "drop"):
+            raise UsageError(f"unanswered={unanswered!r}: use 'cancel' or 'drop'")
+        if orphans not in ("text", "drop"):
+            raise UsageError(f"orphans={orphans!r}: use 'text' or 'drop'")
+        self.__drop_unanswered = unanswered == "drop"
+        self.__orphans_as_text = orphans == "text"
+        self.__calls: list[tuple[ToolCall, str]] | None = None
+        """Calls of the last output still waiting for results (None: nothing open)."""
+        self.__ids: set[str] = set()
+        self.__got: dict[str, ToolResult] = {}
+        self.__output: ModelOutput | None = None
+        self.__seq = 0
+        self.__error: str | None = None
+        self.__deferred: list[tuple[Callable[[Any], None], Any]] = []
+        self.__seen: dict[str, int] = {}
+        self.__issued: set[str] = set()
+
+    # Hooks -------------------------------------------------------------------------------
+
+    def user(self, blocks: Blocks) -> None:
+        """User-side content (never empty)."""
+        raise NotImplementedError
+
+    def instruction(self, text: str) -> None:
+        """A system instruction that takes effect here."""
+        raise NotImplementedError
+
+    def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
+        """A model output, its kept calls with their results right after it."""
+        raise NotImplementedError
+
+    # The walk ----------------------------------------------------------------------------
+
+    def run(self, items: Iterable[WindowItem]) -> None:
+        """Pair and emit every item, then close what is still open."""
+        for item in items:
+            data = item.data
+            # Exact types first (subclasses go the slow way): this runs for every item.
+            if type(data) is ModelOutput:
+                self.__open(data, item.seq)
+            elif type(data) is ModelInput:
+                self.__input(data, item)
+            elif type(data) is ToolResults:
+                self.__results(data, item)
+            else:
+                self.__other(item)
+        self.__close()
+
+    def __other(self, item: WindowItem) -> None:
+        """Compactions and instructions, and subclasses of the common kinds."""
+        data = item.data
+        if isinstance(data, ModelOutput):
+            self.__open(data, item.seq)
+        elif isinstance(data, ModelInput):
+            self.__input(data, item)
+        elif isinstance(data, ToolResults):
+            self.__results(data, item)
+        elif isinstance(data, Compaction):
+            self.__user((f"{SUMMARY_HEADING}\n{data.summary}",))
+        elif isinstance(data, SystemInstructionSet):
+            if self.__calls is None:
+                self.instruction(data.text)
+            else:
+                self.__deferred.append((self.instruction, data.text))
+        else:
+            raise TypeError(f"not a window item: {type(data).__name__}")
+
+    def __user(self, blocks: Blocks) -> None:
+        if self.__calls is None:
+            self.user(blocks)
+        else:
+            self.__deferred.append((self.user, blocks))
+
+    def __input(self, data: ModelInput, item: WindowItem) -> None:
+        blocks = input_blocks(data)
+        if item.live_screen:
+            blocks = (*blocks, live_screen_text(item.live_screen))
+        if blocks:
+            self.__user(blocks)
+
+    def __open(self, data: ModelOutput, seq: int) -> None:
+        if self.__calls is not None:
+            self.__close()
+        if not data.tool_calls:
+            self.output(data, seq, ())
+            return
+        issued = self.__issued
+        calls: list[tuple[ToolCall, str]] = []
+        ids: set[str] = set()
+        for c in data.tool_calls:
+            uid = c.id
+            if uid in issued:
+                uid = self.__unique(uid)
+            else:
+                self.__seen[uid] = 1
+                issued.add(uid)
+            calls.append((c, uid))
+            ids.add(c.id)
+        self.__calls, self.__ids, self.__got = calls, ids, {}
+        self.__output, self.__seq, self.__error = data, seq, None
+
+    def __results(self, data: ToolResults, item: WindowItem) -> None:
+        orphans: list[ToolResult] = []
+        calls = self.__calls
+        ids, got = self.__ids, self.__got
+        for r in data.results:
+            if calls is not None and r.call_id in ids and r.call_id not in got:
+                got[r.call_id] = r
+            else:
+                orphans.append(r)
+        if data.execute_error:
+            if calls is not None:
+                self.__error = data.execute_error
+            else:
+                self.__user((f"Tool execution error: {data.execute_error}",))
+        if orphans and self.__orphans_as_text:
+            self.__user(tuple(orphan_text(r) for r in orphans))
+        if item.live_screen:
+            self.__user((live_screen_text(item.live_screen),))
+        if calls is not None and len(got) == len(calls):
+            self.__close()
+
+    def __close(self) -> None:
+        calls = self.__calls
+        if calls is None:
+            return
+        self.__calls = None
+        got, error = self.__got, self.__error
+        answers: list[Answer] = []
+        for c, uid in calls:
+            result = got.get(c.id)
+            if result is None:
+                if self.__drop_unanswered:
+                    continue
+                text = error or CANCELLED_TEXT
+                result = ToolResult(call_id=c.id, tool_name=c.name, status="failed", content=text)
+            answers.append((c, uid, result))
+        assert self.__output is not None
+        self.output(self.__output, self.__seq, answers)
+        if error and len(got) == len(calls):
+            self.user((f"Tool execution error: {error}",))
+        if self.__deferred:
+            deferred, self.__deferred = self.__deferred, []
+            for hook, arg in deferred:
+                hook(arg)
+
+    def __unique(self, call_id: str) -> str:
+        """`call_id~2`, `~3`, ...: the next one never issued (`call_id` itself was)."""
+        n = self.__seen.get(call_id, 0)
+        uid = call_id if n == 0 else f"{call_id}~{n + 1}"
+        while uid in self.__issued:
+            n += 1
+            uid = f"{call_id}~{n + 1}"
+        self.__seen[call_id] = n + 1
+        self.__issued.add(uid)
+        return uid
 
 
-@dataclass(slots=True, eq=True)
-class Answer:
-    """A call and its result (possibly synthetic), rendered together."""
+def current_system(window: Window) -> str | None:
+    """The instruction in effect: `Window.system`, else the window's last instruction item."""
+    if window.system is not None:
+        return window.system
+    for item in reversed(window.items):
+        if isinstance(item.data, SystemInstructionSet):
+            return item.data.text
+    return None
 
-    call: Call
-    result: ToolResult
+
+# ---------------------------------------------------------------------------------------------
+# The neutral view (tests and debugging)
 
 
 @dataclass(slots=True, eq=True)
 class UserTurn:
     """User-side content: non-empty texts and attachments, in order."""
 
-    blocks: tuple[str | Attachment, ...]
+    blocks: Blocks
 
 
 @dataclass(slots=True, eq=True)
@@ -95,10 +268,10 @@ class InstructionTurn:
 
 @dataclass(slots=True, eq=True)
 class OutputTurn:
-    """A model output; `calls` are the calls kept (all, unless `unanswered="drop"`)."""
+    """A model output; `calls` are the (call, window-unique id) pairs kept."""
 
     output: ModelOutput
-    calls: tuple[Call, ...]
+    calls: tuple[tuple[ToolCall, str], ...]
     seq: int
 
 
@@ -112,136 +285,30 @@ class ResultsTurn:
 Turn = UserTurn | InstructionTurn | OutputTurn | ResultsTurn
 
 
-@dataclass(slots=True)
-class _Open:
-    """The calls of the last output still waiting for results, and what arrived meanwhile."""
-
-    index: int
-    """Where the OutputTurn sits in the turn list."""
-    output: ModelOutput
-    seq: int
-    calls: list[Call]
-    ids: set[str]
-    results: dict[str, ToolResult] = field(default_factory=dict)
-    error: str | None = None
-    deferred: list[Turn] = field(default_factory=list)
-
-
-class _Builder:
+class _Collect(Pairing):
     def __init__(self, unanswered: Unanswered, orphans: Orphans) -> None:
-        if unanswered not in ("cancel", "drop"):
-            raise UsageError(f"unanswered={unanswered!r}: use 'cancel' or 'drop'")
-        if orphans not in ("text", "drop"):
-            raise UsageError(f"orphans={orphans!r}: use 'text' or 'drop'")
-        self.unanswered = unanswered
-        self.orphans = orphans
+        super().__init__(unanswered, orphans)
         self.out: list[Turn] = []
-        self.open: _Open | None = None
-        self.seen_ids: dict[str, int] = {}
-        self.issued: set[str] = set()
 
-    def user(self, turn: Turn) -> None:
-        if self.open is not None:
-            self.open.deferred.append(turn)
-        else:
-            self.out.append(turn)
+    def user(self, blocks: Blocks) -> None:
+        self.out.append(UserTurn(blocks))
 
-    def output(self, data: ModelOutput, seq: int) -> None:
-        if self.open is not None:
-            self.close()
-        if not data.tool_calls:
-            self.out.append(OutputTurn(data, (), seq))
-            return
-        calls = [Call(c, self._uid(c.id)) for c in data.tool_calls]
-        self.out.append(OutputTurn(data, tuple(calls), seq))
-        self.open = _Open(len(self.out) - 1, data, seq, calls, {c.id for c in data.tool_calls})
+    def instruction(self, text: str) -> None:
+        self.out.append(InstructionTurn(text))
 
-    def results(self, data: ToolResults, live_screen: str | None) -> None:
-        orphans: list[ToolResult] = []
-        pending = self.open
-        for r in data.results:
-            if (
-                pending is not None
-                and r.call_id in pending.ids
-                and r.call_id not in pending.results
-            ):
-                pending.results[r.call_id] = r
-            else:
-                orphans.append(r)
-        if pending is not None and data.execute_error:
-            pending.error = data.execute_error
-        elif data.execute_error:
-            self.user(UserTurn((f"Tool execution error: {data.execute_error}",)))
-        if orphans and self.orphans == "text":
-            self.user(UserTurn(tuple(orphan_text(r) for r in orphans)))
-        if live_screen is not None:
-            self.user(UserTurn((live_screen,)))
-        if pending is not None and len(pending.results) == len(pending.calls):
-            self.close()
-
-    def close(self) -> None:
-        pending, self.open = self.open, None
-        if pending is None:
-            return
-        answers, kept = [], []
-        for c in pending.calls:
-            result = pending.results.get(c.call.id)
-            if result is None and self.unanswered == "drop":
-                continue
-            if result is None:
-                text = pending.error or CANCELLED_TEXT
-                result = ToolResult(
-                    call_id=c.call.id, tool_name=c.call.name, status="failed", content=text
-                )
-            kept.append(c)
-            answers.append(Answer(c, result))
-        if len(kept) != len(pending.calls):
-            self.out[pending.index] = OutputTurn(pending.output, tuple(kept), pending.seq)
+    def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
+        self.out.append(OutputTurn(output, tuple((c, uid) for c, uid, _ in answers), seq))
         if answers:
             self.out.append(ResultsTurn(tuple(answers)))
-        if pending.error and len(pending.results) == len(pending.calls):
-            self.out.append(UserTurn((f"Tool execution error: {pending.error}",)))
-        self.out.extend(pending.deferred)
-
-    def _uid(self, call_id: str) -> str:
-        """`call_id` the first time, then `call_id~2`, `~3`, ...: never one already issued."""
-        n = self.seen_ids.get(call_id, 0)
-        uid = call_id if n == 0 else f"{call_id}~{n + 1}"
-        while uid in self.issued:
-            n += 1
-            uid = f"{call_id}~{n + 1}"
-        self.seen_ids[call_id] = n + 1
-        self.issued.add(uid)
-        return uid
 
 
 def turns(
     window: Window, *, unanswered: Unanswered = "cancel", orphans: Orphans = "text"
 ) -> list[Turn]:
-    """The window's items as neutral turns, with every tool call paired (see module doc)."""
-    b = _Builder(unanswered, orphans)
-    for item in window.items:
-        data = item.data
-        screen = live_screen_text(item.live_screen) if item.live_screen else None
-        match data:
-            case ModelInput():
-                blocks = input_blocks(data)
-                if screen is not None:
-                    blocks = (*blocks, screen)
-                if blocks:
-                    b.user(UserTurn(blocks))
-            case ModelOutput():
-                b.output(data, item.seq)
-            case ToolResults():
-                b.results(data, screen)
-            case Compaction():
-                b.user(UserTurn((f"{SUMMARY_HEADING}\n{data.summary}",)))
-            case SystemInstructionSet():
-                b.user(InstructionTurn(data.text))
-            case _:
-                assert_never(data)
-    b.close()
-    return b.out
+    """The turns `Pairing` settles for a window, as a list (see module doc)."""
+    collect = _Collect(unanswered, orphans)
+    collect.run(window.items)
+    return collect.out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,32 +385,6 @@ def raw_arguments(call: ToolCall) -> str:
     return call.raw_arguments or "{}"
 
 
-def single_system(
-    window: Window, items: list[Turn], *, as_text: bool = True
-) -> tuple[str | None, list[Turn]]:
-    """For providers with one system slot: (system text, turns with instructions as user text).
-
-    The slot holds the current instruction. Leading instruction turns equal to it are dropped
-    (they are the slot); every other instruction turn stays at its place, as user-side text
-    (or as is, when `as_text` is false), so no instruction is lost and the point where it
-    changed stays visible.
-    """
-    system = window.system
-    if system is None:
-        texts = [t.text for t in items if isinstance(t, InstructionTurn)]
-        system = texts[-1] if texts else None
-    out: list[Turn] = []
-    leading = True
-    for t in items:
-        if isinstance(t, InstructionTurn):
-            if not (leading and t.text == system):
-                out.append(UserTurn((instruction_text(t.text),)) if as_text else t)
-            continue
-        leading = False
-        out.append(t)
-    return system, out
-
-
 # ---------------------------------------------------------------------------------------------
 # Ids and attachments
 
@@ -362,6 +403,16 @@ def fix_id(uid: str, max_length: int, *, strict_chars: bool = True) -> str:
     digest = hashlib.sha256(uid.encode()).hexdigest()[:10]
     base = _ID_UNSAFE.sub("_", uid) if strict_chars else uid
     return f"{base[: max_length - 11]}_{digest}"
+
+
+def id_rewriter(max_length: int, *, strict_chars: bool = True) -> Callable[[str], str]:
+    """`fix_id` for one provider's id format, the common case (a valid id) checked inline."""
+    if not strict_chars:
+        return lambda uid: (
+            uid if len(uid) <= max_length else fix_id(uid, max_length, strict_chars=False)
+        )
+    valid = re.compile(f"[A-Za-z0-9_-]{{1,{max_length}}}").fullmatch
+    return lambda uid: uid if valid(uid) else fix_id(uid, max_length)
 
 
 def b64(attachment: Attachment) -> str:
@@ -427,10 +478,11 @@ __all__ = [
     "SKIPPED_TEXT",
     "SUMMARY_HEADING",
     "Answer",
-    "Call",
+    "Blocks",
     "InstructionTurn",
     "Orphans",
     "OutputTurn",
+    "Pairing",
     "ResultsTurn",
     "Turn",
     "Unanswered",
@@ -438,10 +490,12 @@ __all__ = [
     "attachment_note",
     "b64",
     "check_options",
+    "current_system",
     "data_url",
     "error_text",
     "fix_id",
     "from_provider",
+    "id_rewriter",
     "input_blocks",
     "input_text",
     "instruction_text",
@@ -453,7 +507,6 @@ __all__ = [
     "orphan_text",
     "raw_arguments",
     "result_text",
-    "single_system",
     "tool_input",
     "turns",
 ]
