@@ -1,11 +1,15 @@
 """Render throughput: a 10k-message window to each provider vs a hand-written dict loop.
 
-Run: `.venv/bin/pytest benchmarks/test_bench_render.py --benchmark-enable`
+Run: `.venv/bin/pytest benchmarks/test_bench_render.py --benchmark-enable -s`
 
 The baseline (`hand_*`) builds the same request shapes from the same items with no rules at all
 (no pairing, merging, id checks or artifact filtering): the floor for pure Python. Each
 renderer's speed is reported as messages/s in `extra_info`; the goal is >= 0.5x the baseline,
-checked by `test_render_speed_ratio` (which fails below 0.35x, to keep noise out).
+checked by `test_render_speed_ratio` (the two measured alternately, best of 7 each; it fails
+below 0.5x). 12 runs on a shared 2-core machine: OpenAI Chat 0.87-0.99x, Responses
+0.62-1.06x, Anthropic 0.61-0.92x, Gemini 0.82-1.00x; the quietest runs 0.9x, 0.85x, 0.83x,
+0.93x at 0.8-1.4 M messages/s (0.34-0.52x before the renderers built their dicts in the
+pairing pass itself).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.common import alternate
 from eventlog.events import ModelInput, ModelOutput, ToolResults
 from eventlog.projections.providers.render import PROVIDERS, render
 from eventlog.projections.window_types import Window
@@ -24,6 +29,11 @@ from tests import render_windows as rw
 ROUNDS = 2500
 WINDOW = rw.long_conversation(ROUNDS)
 MESSAGES = len(WINDOW.items)  # 10,000
+GOAL = 0.5
+"""Issue 8: a renderer does at least half the work rate of the hand-written loop."""
+GATE = 0.5
+"""Where `test_render_speed_ratio` fails (measured 0.6-1.0x; see the module doc)."""
+ROUNDS_TIMED = 7
 
 
 def hand_anthropic(w: Window) -> dict[str, Any]:
@@ -166,22 +176,27 @@ def test_hand_loop_10k(benchmark: Any, provider: str) -> None:
         benchmark.extra_info["messages_per_s"] = MESSAGES / benchmark.stats.stats.mean
 
 
-def _best(fn: Callable[[], object], repeat: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeat):
+def _rate(fn: Callable[[], object]) -> Callable[[], float]:
+    """A call running `fn` once and returning its messages/s."""
+
+    def run() -> float:
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        return MESSAGES / (time.perf_counter() - start)
+
+    return run
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_render_speed_ratio(provider: str) -> None:
-    ours = _best(lambda: render(WINDOW, provider, model="m"))
-    hand = _best(lambda: HAND[provider](WINDOW))
-    ratio = hand / ours
-    print(
-        f"\n{provider}: {MESSAGES / ours:,.0f} msg/s rendered, "
-        f"{MESSAGES / hand:,.0f} msg/s hand loop, ratio {ratio:.2f}x (goal >= 0.5x)"
+    ours, hand = alternate(
+        _rate(lambda: HAND[provider](WINDOW)),
+        _rate(lambda: render(WINDOW, provider, model="m")),
+        ROUNDS_TIMED,
     )
-    assert ratio >= 0.35, f"{provider}: {ratio:.2f}x of a hand-written loop"
+    ratio = ours / hand
+    print(
+        f"\n{provider}: {ours:,.0f} msg/s rendered, "
+        f"{hand:,.0f} msg/s hand loop, ratio {ratio:.2f}x (goal >= {GOAL}x)"
+    )
+    assert ratio >= GATE, f"{provider}: {ratio:.2f}x of a hand-written loop"
