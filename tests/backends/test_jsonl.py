@@ -12,8 +12,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import eventlog as el
+from eventlog.backends import jsonl as jsonl_backend
+from eventlog.backends.base import Record
 from eventlog.backends.jsonl import JSONLBackend
 from eventlog.backends.jsonl_names import is_stem, stem_for
 from tests.contract import DurableContract, FreshURL
@@ -513,3 +517,50 @@ def test_edit_that_moves_a_line_boundary_onto_the_indexed_end(root: Path) -> Non
         (problem,) = store.verify().problems
         assert problem.seq == 2 and "hash mismatch" in problem.message
         assert len(list(store.read("s", 3))) == 1
+
+
+# -- line encoding: the plain-event template writes exactly what the Line encoder writes ---------
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> list[Record]:
+    n = draw(st.integers(1, 5))
+    first = draw(st.integers(1, 2**40))
+    out = []
+    for i in range(n):
+        linked = draw(st.booleans())
+        out.append(
+            Record(
+                el.new_event_id(),
+                "s",
+                first + i,
+                draw(st.integers(0, 2**63 - 1)),
+                draw(st.text(min_size=1, max_size=20)),
+                draw(st.integers(1, 5)),
+                orjson.dumps(draw(_json_values)),
+                orjson.dumps(draw(st.dictionaries(st.text(), st.integers(0, 9), max_size=2)))
+                if draw(st.booleans())
+                else b"",
+                draw(st.text(min_size=1, max_size=10)) if linked else None,
+                None,
+                draw(st.binary(min_size=32, max_size=32)),
+                draw(st.sampled_from([0, 0, 1])),
+            )
+        )
+    return out
+
+
+@given(_records(), st.integers(1, 2**40))
+def test_plain_line_template_matches_the_line_encoder(records: list[Record], pos: int) -> None:
+    end = records[-1].seq
+    expected = b"".join(
+        jsonl_backend._line_encoder.encode(jsonl_backend._line(r, pos + i, end)) + b"\n"
+        for i, r in enumerate(records)
+    )
+    assert jsonl_backend._encode_lines(records, pos) == expected
