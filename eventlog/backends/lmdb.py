@@ -42,6 +42,7 @@ from eventlog.backends.base import (
     Record,
     StreamInfo,
 )
+from eventlog.backends.lmdb_group import GroupQueue, Job
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,
@@ -178,6 +179,8 @@ class _Shared:
         self.write_lock = threading.Lock()
         """One write transaction per environment and process at a time (LMDB's rule; py-lmdb
         1.x raises instead of waiting when a second thread begins one)."""
+        self.appends = GroupQueue()
+        """Appends of every backend object on this environment, committed in groups."""
         self.env = lmdb.open(
             path,
             map_size=map_size,
@@ -321,6 +324,11 @@ class LMDBBackend(Backend):
         if current == seen:  # another thread may have grown it already
             self._env.set_mapsize(current * 2)
 
+    def stats(self) -> dict[str, int]:
+        """Group-commit counters of this environment: commits and the appends they held."""
+        queue = self._shared.appends
+        return {"commits": queue.commits, "jobs": queue.jobs}
+
     @property
     def map_size(self) -> int:
         """The current map size in bytes (grows by doubling when full)."""
@@ -386,7 +394,56 @@ class LMDBBackend(Backend):
             txn.put(skey, _encode((stream, last.seq, last.ts)), db=self._streams)
             return positions
 
-        return self._run(write, write=True, sync=durability == Durability.FSYNC)
+        positions: list[int] = self._shared.appends.run(
+            write, durability == Durability.FSYNC, self._commit_group
+        )
+        return positions
+
+    def _commit_group(self, group: list[Job]) -> bool:
+        """Run queued appends in one write transaction; commit and sync once.
+
+        The jobs run straight in the transaction; if one fails (a Conflict), the transaction is
+        dropped and the group reruns with each job in a nested transaction, so the failure
+        undoes only that job. A full map aborts everything, grows the map and reruns. Returns
+        whether it committed.
+        """
+        nested = len(group) == 1
+        sync = any(j.sync for j in group)
+        while True:
+            try:
+                self._run(functools.partial(self._run_jobs, group, nested), write=True, sync=sync)
+            except Exception as exc:
+                if not nested and isinstance(exc, Conflict):
+                    nested = True  # find out whose append conflicts; the others still commit
+                    continue
+                for job in group:
+                    if job.error is None or len(group) == 1:
+                        job.error, job.result = exc, None
+                return False
+            except BaseException as exc:
+                for job in group:
+                    job.error, job.result = exc, None
+                raise
+            return True
+
+    def _run_jobs(self, group: list[Job], nested: bool, txn: Txn) -> None:
+        """Each job in `txn`, or each in its own child of it (a failure then stays its own)."""
+        for job in group:
+            job.result = job.error = None
+            if not nested:
+                job.result = job.fn(txn)
+                continue
+            child = self._env.begin(write=True, parent=txn)
+            try:
+                job.result = job.fn(child)
+            except (lmdb.MapFullError, lmdb.MapResizedError):
+                child.abort()
+                raise
+            except Exception as exc:
+                child.abort()
+                job.error = exc
+            else:
+                child.commit()
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import itertools
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,6 +130,79 @@ def test_stream_keys_are_prefix_free_and_isolated(store: el.Store) -> None:
     keys = [lmdb_backend.stream_key(n) for n in names]
     assert not any(a != b and b.startswith(a) for a in keys for b in keys)
     assert [e.stream for e in store.read_all()] == [n for n in names for _ in range(3)]
+
+
+def test_group_commit_shares_commits_and_loses_nothing(url: str) -> None:
+    n_threads, per = 8, 30
+    with el.open(url, durability="fsync") as store:
+        backend = store.backend
+        assert isinstance(backend, LMDBBackend)
+        before = backend.stats()
+        barrier = threading.Barrier(n_threads)
+        acked: list[str] = []
+        lock = threading.Lock()
+
+        def worker(t: int) -> None:
+            barrier.wait()
+            for i in range(per):
+                (rec,) = store.append(f"t{t}", text_events(1, f"{t}-{i}-"))
+                with lock:
+                    acked.append(rec.id)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        stats = backend.stats()
+        assert stats["jobs"] - before["jobs"] == n_threads * per
+        assert stats["commits"] - before["commits"] < n_threads * per, stats
+        assert sorted(e.id for e in store.read_all()) == sorted(acked)
+        assert [e.position for e in store.read_all()] == list(range(1, n_threads * per + 1))
+        assert store.verify().ok
+
+
+def test_group_commit_conflict_fails_only_its_caller(url: str) -> None:
+    """A conflicting append in a shared transaction is undone alone (nested transaction)."""
+    with el.open(url, durability="fsync") as store:
+        backend = store.backend
+        assert isinstance(backend, LMDBBackend)
+        taken = store.append("x", text_events(1))[0].id
+        queue = backend._shared.appends
+        gate = threading.Event()
+        results: dict[str, object] = {}
+
+        def append(name: str, stream: str, event: el.Event) -> None:
+            try:
+                results[name] = store.append(stream, [event])
+            except el.EventlogError as exc:
+                results[name] = exc
+
+        # Hold the lead so the next two appends queue up and share one transaction.
+        holder = threading.Thread(
+            target=queue.run, args=(lambda txn: gate.wait(5), False, backend._commit_group)
+        )
+        holder.start()
+        time.sleep(0.05)
+        bad = el.Event(data=el.ModelInput.from_text("dup"), id=taken)
+        good = el.Event(data=el.ModelInput.from_text("ok"))
+        threads = [
+            threading.Thread(target=append, args=("bad", "z", bad)),
+            threading.Thread(target=append, args=("good", "y", good)),
+        ]
+        for th in threads:
+            th.start()
+        time.sleep(0.1)
+        commits = backend.stats()["commits"]
+        gate.set()
+        for th in [holder, *threads]:
+            th.join()
+        assert isinstance(results["bad"], el.DuplicateEventError)
+        assert [e.id for e in results["good"]] == [good.id]  # type: ignore[attr-defined]
+        assert backend.stats()["commits"] == commits + 2  # the holder's, then bad+good in one
+        assert store.stream_info("y").last_seq == 1
+        assert not store.exists("z")
+        assert store.verify().ok
 
 
 def test_map_grows_when_full_and_readers_never_see_map_full(tmp_path: Path) -> None:
