@@ -531,6 +531,21 @@ class BackendContract:
         b.delete_snapshot("s", "state", 1, 20)
         assert b.load_snapshot("s", "state", 1, None) == (10, b"ten")
 
+    def test_snapshot_seqs(self, store: el.Store) -> None:
+        b = store.backend
+        assert b.snapshot_seqs("s", "state", 1) == []
+        for seq in (300, 7, 1000, 20):
+            b.save_snapshot("s", "state", 1, seq, b"x%d" % seq)
+        b.save_snapshot("s", "state", 2, 5, b"other version")
+        b.save_snapshot("s", "stats", 1, 6, b"other projection")
+        b.save_snapshot("s2", "state", 1, 8, b"other stream")
+        assert b.snapshot_seqs("s", "state", 1) == [7, 20, 300, 1000]
+        assert b.snapshot_seqs("s", "state", 2) == [5]
+        assert b.snapshot_seqs("s", "stats", 1) == [6]
+        assert b.snapshot_seqs("s2", "state", 1) == [8]
+        b.delete_snapshot("s", "state", 1, 20)
+        assert b.snapshot_seqs("s", "state", 1) == [7, 300, 1000]
+
     def test_closed_store_refuses_calls(self, fresh_url: FreshURL) -> None:
         store = el.open(fresh_url())
         store.append("s", text_events(1))

@@ -101,6 +101,16 @@ def test_replay_saves_a_snapshot_on_request(url: str) -> None:
     assert orjson.loads(run(url, "replay", "chat", "--json"))["seq"] == 8
 
 
+def test_replay_keeps_the_newest_snapshots(url: str) -> None:
+    for at in ("2", "4", "6", "8"):
+        run(url, "replay", "chat", "--at", at, "--save-snapshot", "--keep-snapshots", "2")
+    with el.open(url) as store:
+        assert store.backend.snapshot_seqs("chat", "conversation", 1) == [6, 8]
+    run(url, "replay", "chat", "--at", "3", "--save-snapshot", "--keep-snapshots", "0")
+    with el.open(url) as store:
+        assert store.backend.snapshot_seqs("chat", "conversation", 1) == [3, 6, 8]
+
+
 def test_replay_errors(url: str) -> None:
     assert "between 0 and 8" in fail(url, "replay", "chat", "--at", "9")
     assert "does not exist" in fail(url, "replay", "nope")

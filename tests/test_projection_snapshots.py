@@ -200,6 +200,28 @@ def test_snapshots_every_n_events_and_on_demand(make_url: Callable[[], str]) -> 
             Runner(store, ConversationProjection(), snapshot_every=0)
 
 
+def test_old_snapshots_are_pruned_and_time_travel_still_works(
+    make_url: Callable[[], str],
+) -> None:
+    with el.open(make_url()) as store:
+        store.append("c", _events(60))
+        r = Runner(store, ConversationProjection(), snapshot_every=10, keep_snapshots=2)
+        for end in range(10, 61, 10):
+            r.state("c", end)
+        assert store.backend.snapshot_seqs("c", NAME, VERSION) == [50, 60]
+        # Below the oldest kept snapshot the state comes from a replay, and is the same.
+        assert r.restore("c", 45)[1] == 0
+        assert r.state("c", 45) == r.replay("c", 45)
+        keep_all = Runner(store, ConversationProjection(), snapshot_every=10, keep_snapshots=None)
+        for end in range(10, 41, 10):
+            keep_all.state("c", end)
+        assert store.backend.snapshot_seqs("c", NAME, VERSION) == [10, 20, 30, 40, 50, 60]
+        r.save_snapshot("c", 55)  # saving prunes all but the newest two
+        assert store.backend.snapshot_seqs("c", NAME, VERSION) == [55, 60]
+        with pytest.raises(el.UsageError, match="keep_snapshots"):
+            Runner(store, ConversationProjection(), keep_snapshots=0)
+
+
 def test_follower_keeps_up_with_new_events(make_url: Callable[[], str]) -> None:
     with el.open(make_url()) as store:
         store.append("c", _events(5))

@@ -187,7 +187,11 @@ class Backend(ABC):
 
     @abstractmethod
     def delete_snapshot(self, stream: str, name: str, version: int, seq: int) -> None:
-        """Drop one snapshot (e.g. found corrupt)."""
+        """Drop one snapshot (e.g. found corrupt, or older than the ones kept)."""
+
+    @abstractmethod
+    def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
+        """Seqs of the stored snapshots of one projection version on a stream, ascending."""
 
     def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
         """Full-text search over event text; backends without an index raise UsageError."""

@@ -909,6 +909,19 @@ class JSONLBackend(Backend):
         path = self._snap_dir(stream) / f"{self._snap_prefix(name, version)}{seq}"
         path.unlink(missing_ok=True)
 
+    def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
+        """Seqs of the snapshot files, ascending."""
+        prefix = self._snap_prefix(name, version)
+        try:
+            names = os.listdir(self._snap_dir(stream))
+        except FileNotFoundError:
+            return []
+        return sorted(
+            int(n[len(prefix) :])
+            for n in names
+            if n.startswith(prefix) and n[len(prefix) :].isdigit()
+        )
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:

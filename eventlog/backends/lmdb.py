@@ -678,6 +678,23 @@ class LMDBBackend(Backend):
         key = self._snapshot_prefix(stream, name, version) + _U64.pack(seq)
         self._run(lambda txn: txn.delete(key, db=self._snapshots), write=True)
 
+    def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
+        """Seqs of the stored snapshots, ascending (a cursor walk over the key prefix)."""
+        prefix = self._snapshot_prefix(stream, name, version)
+
+        def scan(txn: Txn) -> list[int]:
+            cur = txn.cursor(db=self._snapshots)
+            seqs: list[int] = []
+            if not cur.set_range(prefix):
+                return seqs
+            for key in cur.iternext(keys=True, values=False):
+                if len(key) != len(prefix) + 8 or not key.startswith(prefix):
+                    break
+                seqs.append(_U64.unpack(key[-8:])[0])
+            return seqs
+
+        return self._run(scan)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def sync(self) -> None:

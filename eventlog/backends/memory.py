@@ -168,6 +168,11 @@ class MemoryBackend(Backend):
         with self._lock:
             self._snapshots.get((stream, name, version), {}).pop(seq, None)
 
+    def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
+        """Seqs of the stored snapshots, ascending."""
+        with self._lock:
+            return sorted(self._snapshots.get((stream, name, version), {}))
+
     def tamper(self, stream: str, seq: int, data: bytes) -> None:
         """Replace a stored payload underneath the store (for tamper-detection tests)."""
         with self._lock:

@@ -410,6 +410,14 @@ class SQLiteBackend(Backend):
 
         self._write(work, Durability.BATCH)
 
+    def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
+        """Seqs of the stored snapshots, ascending (through the primary key)."""
+        rows = self._query(
+            "SELECT seq FROM snapshots WHERE stream = ? AND name = ? AND version = ? ORDER BY seq",
+            (stream, name, version),
+        )
+        return [int(r[0]) for r in rows]
+
     # -- search ----------------------------------------------------------------------------
 
     def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:

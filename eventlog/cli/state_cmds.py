@@ -123,6 +123,13 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
 )
 @click.option("--save-snapshot", is_flag=True, help="Store a snapshot of the state computed.")
 @click.option(
+    "--keep-snapshots",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="With --save-snapshot: newest snapshots of STREAM kept, older ones deleted (0: all).",
+)
+@click.option(
     "--tail",
     type=click.IntRange(min=0),
     default=20,
@@ -137,12 +144,18 @@ def replay_cmd(
     at: int | None,
     policy: str,
     save_snapshot: bool,
+    keep_snapshots: int,
     tail: int,
     as_json: bool,
 ) -> None:
     """Show the conversation state of STREAM at a seq (from the latest snapshot plus the tail)."""
     store = open_store(ctx)
-    runner = Runner(store, ConversationProjection(policy), snapshot_every=None)  # type: ignore[arg-type]
+    runner = Runner(
+        store,
+        ConversationProjection(policy),  # type: ignore[arg-type]
+        snapshot_every=None,
+        keep_snapshots=keep_snapshots or None,
+    )
     state = runner.state(stream, at)
     if save_snapshot and state.seq:
         runner.save_snapshot(stream, state.seq)

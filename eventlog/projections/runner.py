@@ -28,6 +28,8 @@ from eventlog.store import Store
 log = logging.getLogger("eventlog.projections")
 
 DEFAULT_SNAPSHOT_EVERY = 1000
+DEFAULT_KEEP_SNAPSHOTS = 3
+"""Snapshots kept per stream and projection version: older ones are deleted on each save."""
 _MAX_SOURCES = 16
 
 
@@ -93,15 +95,24 @@ class Runner(Generic[S]):
         *,
         snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
         parent_snapshots: bool = True,
+        keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
     ) -> None:
         if snapshot_every is not None and snapshot_every < 1:
             raise UsageError(f"snapshot_every must be >= 1 or None, got {snapshot_every}")
+        if keep_snapshots is not None and keep_snapshots < 1:
+            raise UsageError(f"keep_snapshots must be >= 1 or None, got {keep_snapshots}")
         self.store = store
         self.projection = projection
         self.snapshot_every = snapshot_every
         """Save a snapshot at each multiple of N reached (None: only on demand)."""
         self.parent_snapshots = parent_snapshots
         """Let a fork start from its ancestors' snapshots at or before the fork point."""
+        self.keep_snapshots = keep_snapshots
+        """After saving, keep only this many newest snapshots of the stream (None: all).
+
+        A state is a whole conversation, so keeping every snapshot would grow storage with the
+        square of a stream's length; a query below the oldest kept one replays from the start.
+        """
         self._sources: OrderedDict[str, StoreSource] = OrderedDict()
 
     # -- computing states ------------------------------------------------------------------
@@ -184,7 +195,12 @@ class Runner(Generic[S]):
         blob = msgspec.msgpack.encode(
             _Envelope(proj.name, proj.version, seq, _digest(payload), payload)
         )
-        self.store.backend.save_snapshot(stream, proj.name, proj.version, seq, blob)
+        backend = self.store.backend
+        backend.save_snapshot(stream, proj.name, proj.version, seq, blob)
+        keep = self.keep_snapshots
+        if keep is not None:
+            for old in backend.snapshot_seqs(stream, proj.name, proj.version)[:-keep]:
+                backend.delete_snapshot(stream, proj.name, proj.version, old)
 
     def _candidates(self, stream: str, end: int) -> dict[str, int]:
         """Streams whose snapshots are valid for `stream` at seqs <= their limit."""
@@ -297,9 +313,15 @@ def conversation_state(
     *,
     policy: Policy = "strict",
     snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
+    keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
 ) -> ConversationState:
     """The `ConversationState` of a stream at `at` (default: its end), using snapshots."""
-    runner = Runner(store, ConversationProjection(policy), snapshot_every=snapshot_every)
+    runner = Runner(
+        store,
+        ConversationProjection(policy),
+        snapshot_every=snapshot_every,
+        keep_snapshots=keep_snapshots,
+    )
     return runner.state(stream, at)
 
 
