@@ -51,6 +51,28 @@ def text_events(n: int, prefix: str = "m") -> list[el.Event]:
     return [el.Event(data=el.ModelInput.from_text(f"{prefix}{i}")) for i in range(n)]
 
 
+def concurrent_single_appends(store: el.Store, threads: int, per: int) -> list[str]:
+    """`threads` threads, released together, each append `per` single events to their own
+    stream; the ids of the events acknowledged."""
+    barrier = threading.Barrier(threads)
+    acked: list[str] = []
+    lock = threading.Lock()
+
+    def worker(t: int) -> None:
+        barrier.wait()
+        for i in range(per):
+            (rec,) = store.append(f"t{t}", text_events(1, f"{t}-{i}-"))
+            with lock:
+                acked.append(rec.id)
+
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    return acked
+
+
 def texts_of(events: Any) -> list[str]:
     """The input texts of a sequence of recorded events."""
     return [e.data.text for e in events]

@@ -21,7 +21,13 @@ import eventlog as el
 from eventlog.backends import lmdb as lmdb_backend
 from eventlog.backends.lmdb import LMDBBackend, event_key, pack_row, unpack_row
 from eventlog.compression import ACTIVE_DICT_BLOB, dict_blob_key
-from tests.contract import DurableContract, FreshURL, text_events, texts_of
+from tests.contract import (
+    DurableContract,
+    FreshURL,
+    concurrent_single_appends,
+    text_events,
+    texts_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,22 +144,7 @@ def test_group_commit_shares_commits_and_loses_nothing(url: str) -> None:
         backend = store.backend
         assert isinstance(backend, LMDBBackend)
         before = backend.stats()
-        barrier = threading.Barrier(n_threads)
-        acked: list[str] = []
-        lock = threading.Lock()
-
-        def worker(t: int) -> None:
-            barrier.wait()
-            for i in range(per):
-                (rec,) = store.append(f"t{t}", text_events(1, f"{t}-{i}-"))
-                with lock:
-                    acked.append(rec.id)
-
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        acked = concurrent_single_appends(store, n_threads, per)
         stats = backend.stats()
         assert stats["jobs"] - before["jobs"] == n_threads * per
         assert stats["commits"] - before["commits"] < n_threads * per, stats

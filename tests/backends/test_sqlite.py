@@ -15,7 +15,13 @@ import eventlog as el
 from eventlog.backends import sqlite_schema
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend
-from tests.contract import DurableContract, FreshURL, text_events, texts_of
+from tests.contract import (
+    DurableContract,
+    FreshURL,
+    concurrent_single_appends,
+    text_events,
+    texts_of,
+)
 
 
 def url_for(path: Path, **options: str) -> str:
@@ -70,22 +76,7 @@ def test_group_commit_shares_commits_and_loses_nothing(tmp_path: Path) -> None:
         backend = store.backend
         assert isinstance(backend, SQLiteBackend)
         before = backend.stats()
-        barrier = threading.Barrier(n_threads)
-        acked: list[str] = []
-        lock = threading.Lock()
-
-        def worker(t: int) -> None:
-            barrier.wait()
-            for i in range(per):
-                (rec,) = store.append(f"t{t}", text_events(1, f"{t}-{i}-"))
-                with lock:
-                    acked.append(rec.id)
-
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        acked = concurrent_single_appends(store, n_threads, per)
         stats = backend.stats()
         appends = stats["jobs"] - before["jobs"]
         commits = stats["commits"] - before["commits"]
@@ -95,20 +86,21 @@ def test_group_commit_shares_commits_and_loses_nothing(tmp_path: Path) -> None:
         assert store.verify().ok
 
 
-def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
-    """A conflicting append inside a shared transaction rolls back alone (savepoint)."""
-    backend = SQLiteBackend(tmp_path / "c.db")
-    taken = el.new_event_id()
-    base = dict(ts=1, type="checkpoint", version=1, data=b"\x80", meta=b"", hash=bytes(32))
-    backend.append(
-        [Record(taken, "x", 1, causation_id=None, correlation_id=None, **base)], Durability.NONE
+_BASE = dict(ts=1, type="checkpoint", version=1, data=b"\x80", meta=b"", hash=bytes(32))
+
+
+def _record(stream: str, seq: int, event_id: str | None = None) -> Record:
+    return Record(
+        event_id or el.new_event_id(), stream, seq, causation_id=None, correlation_id=None, **_BASE
     )
+
+
+def _in_one_group(backend: SQLiteBackend, appends: dict[str, Record]) -> dict[str, object]:
+    """Append each record from its own thread while the writer is held, so they queue up and
+    share the next transaction; check they did (one commit), and return each result or error."""
     writer = backend._writer
     results: dict[str, object] = {}
     gate = threading.Event()
-
-    def slow_first(conn: sqlite3.Connection) -> None:
-        gate.wait(5)  # hold the lead so the next two jobs queue up and share one group
 
     def append(name: str, rec: Record) -> None:
         try:
@@ -116,15 +108,10 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
         except Conflict as exc:
             results[name] = exc
 
-    holder = threading.Thread(target=writer.run, args=(slow_first, Durability.NONE))
+    holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(5), Durability.NONE))
     holder.start()
     time.sleep(0.05)
-    good = Record(el.new_event_id(), "y", 1, causation_id=None, correlation_id=None, **base)
-    bad = Record(taken, "z", 1, causation_id=None, correlation_id=None, **base)
-    threads = [
-        threading.Thread(target=append, args=("bad", bad)),
-        threading.Thread(target=append, args=("good", good)),
-    ]
+    threads = [threading.Thread(target=append, args=item) for item in appends.items()]
     for th in threads:
         th.start()
     time.sleep(0.1)
@@ -132,9 +119,18 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
     gate.set()
     for th in [holder, *threads]:
         th.join()
+    assert writer.commits == commits + 2  # the holder's group, then all of these in one
+    return results
+
+
+def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
+    """A conflicting append inside a shared transaction rolls back alone (savepoint)."""
+    backend = SQLiteBackend(tmp_path / "c.db")
+    taken = el.new_event_id()
+    backend.append([_record("x", 1, taken)], Durability.NONE)
+    results = _in_one_group(backend, {"bad": _record("z", 1, taken), "good": _record("y", 1)})
     assert isinstance(results["bad"], Conflict) and results["bad"].kind == "id"
     assert results["good"] == [2]
-    assert writer.commits == commits + 2  # the holder's group, then bad+good in one
     assert backend.last("y") is not None and backend.last("z") is None
     backend.close()
 
@@ -142,44 +138,13 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
 def test_group_commit_fork_seq1_fails_only_its_caller(tmp_path: Path) -> None:
     """Seq 1 of a fork is refused inside its own savepoint: the job sharing its commit lands."""
     backend = SQLiteBackend(tmp_path / "f.db")
-    base = dict(ts=1, type="checkpoint", version=1, data=b"\x80", meta=b"", hash=bytes(32))
-
-    def rec(stream: str, seq: int) -> Record:
-        return Record(
-            el.new_event_id(), stream, seq, causation_id=None, correlation_id=None, **base
-        )
-
-    backend.append([rec("p", 1)], Durability.NONE)
+    backend.append([_record("p", 1)], Durability.NONE)
     backend.create_fork(ForkInfo("f", "p", 1, 1))
-    writer = backend._writer
-    results: dict[str, object] = {}
-    gate = threading.Event()
-
-    def append(name: str, record: Record) -> None:
-        try:
-            results[name] = backend.append([record], Durability.FSYNC)
-        except Conflict as exc:
-            results[name] = exc
-
-    holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(5), Durability.NONE))
-    holder.start()
-    time.sleep(0.05)
-    threads = [
-        threading.Thread(target=append, args=("fork", rec("f", 1))),
-        threading.Thread(target=append, args=("other", rec("q", 1))),
-    ]
-    for th in threads:
-        th.start()
-    time.sleep(0.1)
-    commits = writer.commits
-    gate.set()
-    for th in [holder, *threads]:
-        th.join()
+    results = _in_one_group(backend, {"fork": _record("f", 1), "other": _record("q", 1)})
     assert isinstance(results["fork"], Conflict) and results["fork"].kind == "seq"
     assert results["other"] == [2]
-    assert writer.commits == commits + 2  # the holder's group, then fork+other in one
     assert backend.last("f") is None and backend.last("q") is not None
-    backend.append([rec("f", 2)], Durability.NONE)  # the fork's own events start at seq 2
+    backend.append([_record("f", 2)], Durability.NONE)  # the fork's own events start at seq 2
     backend.close()
 
 
