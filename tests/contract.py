@@ -51,9 +51,14 @@ def text_events(n: int, prefix: str = "m") -> list[el.Event]:
     return [el.Event(data=el.ModelInput.from_text(f"{prefix}{i}")) for i in range(n)]
 
 
-def concurrent_single_appends(store: el.Store, threads: int, per: int) -> list[str]:
-    """`threads` threads, released together, each append `per` single events to their own
-    stream; the ids of the events acknowledged."""
+def concurrent_single_appends(
+    store: el.Store,
+    threads: int,
+    per: int,
+    stream: Callable[[int, int], str] = lambda t, i: f"t{t}",
+) -> list[str]:
+    """`threads` threads, released together, each append `per` single events (thread t's i-th
+    to `stream(t, i)`, by default its own stream); the ids of the events acknowledged."""
     barrier = threading.Barrier(threads)
     acked: list[str] = []
     lock = threading.Lock()
@@ -61,7 +66,7 @@ def concurrent_single_appends(store: el.Store, threads: int, per: int) -> list[s
     def worker(t: int) -> None:
         barrier.wait()
         for i in range(per):
-            (rec,) = store.append(f"t{t}", text_events(1, f"{t}-{i}-"))
+            (rec,) = store.append(stream(t, i), text_events(1, f"{t}-{i}-"))
             with lock:
                 acked.append(rec.id)
 
@@ -461,22 +466,7 @@ class BackendContract:
         assert store.verify().ok
 
     def test_threads_appending_any_lose_nothing(self, store: el.Store) -> None:
-        n_threads, per = 4, 25
-        ids: list[str] = []
-        lock = threading.Lock()
-
-        def worker(t: int) -> None:
-            for i in range(per):
-                stream = "shared" if i % 2 else f"own{t}"
-                (rec,) = store.append(stream, text_events(1, f"t{t}-{i}-"))
-                with lock:
-                    ids.append(rec.id)
-
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        ids = concurrent_single_appends(store, 4, 25, lambda t, i: "shared" if i % 2 else f"own{t}")
         stored = [e.id for e in store.read_all()]
         assert sorted(stored) == sorted(ids)
         shared = list(store.read("shared"))
