@@ -1,10 +1,11 @@
 """Token-budgeted context windows: what the model sees for one request.
 
 `context_window(source, stream, budget=...)` builds one window from a store, a
-`ConversationState` or a list of events; `WindowBuilder` is the incremental form an agent loop
-keeps: fed each new event once (its tokens are counted once, at every Level of Detail), it
-answers `window()` for the next request in time that follows what changed, not the history's
-length. See docs/windows.md.
+`ConversationState` or a list of events, counting only what the window needs (newest first,
+until the budget is full); `WindowBuilder` is the incremental form an agent loop keeps: fed
+each new event once (its tokens are counted once, at every Level of Detail), it answers
+`window()` for the next request in time that follows what changed, not the history's length.
+See docs/windows.md.
 
 Rules (every strategy):
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import msgspec
 
@@ -52,6 +53,7 @@ from eventlog.projections.tokens import (
     variant,
 )
 from eventlog.projections.window_select import (
+    EVERYTHING,
     STRATEGIES,
     ZERO,
     Fenwick,
@@ -75,6 +77,7 @@ DEFAULT_TURNS: Final = 10
 """Turns `sliding_window` keeps when `turns` is not given."""
 _LEVELS: Final[tuple[Level, Level, Level]] = ("live", "summary", "gist")
 _LEVEL_INDEX: Final = {"live": 0, "summary": 1, "gist": 2}
+_ALL_LIVE: Final[tuple[Level, Level, Level]] = ("live", "live", "live")
 
 
 class Budget(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,41 +118,88 @@ def budget_tokens(budget: int | Budget) -> int:
 
 
 class _Entry:
-    """One event the window may show: its data, counts per level and content level per level."""
+    """One event the window may show: its data, counts per level and content level per level.
 
-    __slots__ = ("costs", "data", "eff", "kind", "pos", "seq", "unit", "variants")
+    A builder counts each entry when it is fed (`counter` given). A one-shot window
+    (`context_window`) passes no counter and counts on demand: `count_live` (one count, which
+    settles everything for an entry without Summary / Gist variants), `count` (every level).
+    `costs` and `eff` are only set once every level is known; `live` as soon as Live is.
+    """
 
-    def __init__(self, seq: int, kind: str, data: ItemData, counter: TokenCounter) -> None:
+    __slots__ = (
+        "costs",
+        "counted",
+        "data",
+        "eff",
+        "kind",
+        "live",
+        "pos",
+        "seq",
+        "unit",
+        "variants",
+    )
+
+    costs: tuple[int, int, int]
+    eff: tuple[Level, Level, Level]
+
+    def __init__(self, seq: int, kind: str, data: ItemData, counter: TokenCounter | None) -> None:
         self.seq = seq
         self.kind = kind
         self.data = data
         self.pos = 2 * seq
         self.unit: _Unit | None = None
-        self.variants: dict[Level, ItemData] = {}
-        live = counter.count_event(data)
+        self.variants: dict[Level, ItemData] | None = None
+        self.live: int | None = None
+        self.counted = False
+        if counter is not None:
+            self.count(counter)
+
+    def count_live(self, counter: TokenCounter) -> int:
+        """The Live count (counting it once; an entry without variants is then fully counted)."""
+        live = self.live
+        if live is None:
+            live = self.live = counter.count_event(self.data)
+            if not _has_variants(self.data):
+                self.costs = (live, live, live)
+                self.eff = _ALL_LIVE
+                self.counted = True
+        return live
+
+    def count(self, counter: TokenCounter) -> tuple[int, int, int]:
+        """The counts at every level (counting what is not known yet)."""
+        if self.counted:
+            return self.costs
+        live = self.count_live(counter)
+        if self.counted:
+            return self.costs
+        data = self.data
         eff: list[Level] = ["live", "live", "live"]
-        summary = gist = live
-        if _has_variants(data):
-            s = counter.count_event(data, "summary")
-            if s <= live:
-                summary, eff[1] = s, "summary"
-            g = counter.count_event(data, "gist")
-            if g <= summary:
-                gist, eff[2] = g, "gist"
-            else:
-                # A Gist longer than the Summary: the gist level shows (and costs) the Summary.
-                gist, eff[2] = summary, eff[1]
+        summary = live
+        s = counter.count_event(data, "summary")
+        if s <= live:
+            summary, eff[1] = s, "summary"
+        g = counter.count_event(data, "gist")
+        if g <= summary:
+            gist, eff[2] = g, "gist"
+        else:
+            # A Gist longer than the Summary: the gist level shows (and costs) the Summary.
+            gist, eff[2] = summary, eff[1]
         self.costs = (live, summary, gist)
-        self.eff: tuple[Level, Level, Level] = (eff[0], eff[1], eff[2])
+        self.eff = (eff[0], eff[1], eff[2])
+        self.counted = True
+        return self.costs
 
     def at(self, level: Level) -> ItemData:
         """The data shown at `level` (downgraded text substituted)."""
         eff = self.eff[_LEVEL_INDEX[level]]
         if eff == "live":
             return self.data
-        found = self.variants.get(eff)
+        variants = self.variants
+        if variants is None:
+            variants = self.variants = {}
+        found = variants.get(eff)
         if found is None:
-            found = self.variants[eff] = _downgrade(self.data, eff)
+            found = variants[eff] = _downgrade(self.data, eff)
         return found
 
 
@@ -194,6 +244,7 @@ class _Unit:
         "active",
         "applied",
         "costs",
+        "counted",
         "covered_by",
         "entries",
         "items",
@@ -203,6 +254,9 @@ class _Unit:
         "slot",
     )
 
+    costs: tuple[int, int, int]
+    """Sums of its entries' counts per level (set while `counted`)."""
+
     def __init__(self, kind: str, slot: int, first: _Entry, last: int = 0) -> None:
         self.kind = kind
         self.slot = slot
@@ -210,19 +264,47 @@ class _Unit:
         """A compaction's last covered seq."""
         self.entries = [first]
         first.unit = self
-        self.costs = first.costs
+        self.counted = first.counted
+        if first.counted:
+            self.costs = first.costs
         self.active = True
         self.pinned = False
         self.applied: Vec = ZERO
         self.covered_by: _Unit | None = None
-        self.items: dict[Level, list[tuple[int, WindowItem]]] = {}
+        self.items: dict[Level, list[tuple[int, WindowItem]]] | None = None
+        """Its window items per level, made when first shown (reused until it changes)."""
 
     def add(self, entry: _Entry) -> None:
         self.entries.append(entry)
         entry.unit = self
-        c, e = self.costs, entry.costs
-        self.costs = (c[0] + e[0], c[1] + e[1], c[2] + e[2])
-        self.items.clear()
+        if self.counted and entry.counted:
+            c, e = self.costs, entry.costs
+            self.costs = (c[0] + e[0], c[1] + e[1], c[2] + e[2])
+        else:
+            self.counted = False
+        self.items = None
+
+    def count_live(self, counter: TokenCounter) -> int:
+        """The Live count of its entries (counting only Live where not known yet)."""
+        if self.counted:
+            return self.costs[0]
+        total = 0
+        for e in self.entries:
+            total += e.count_live(counter)
+        return total
+
+    def count(self, counter: TokenCounter) -> tuple[int, int, int]:
+        """Its counts at every level (counting its entries where not known yet)."""
+        if not self.counted:
+            live = summary = gist = 0
+            for e in self.entries:
+                c = e.count(counter)
+                live += c[0]
+                summary += c[1]
+                gist += c[2]
+            self.costs = (live, summary, gist)
+            self.counted = True
+        return self.costs
 
     def vector(self) -> Vec:
         """What the unit adds to the selection index when active and unpinned."""
@@ -232,20 +314,16 @@ class _Unit:
         return (live - summary, summary - gist, gist, 0)
 
     def items_at(self, level: Level) -> list[tuple[int, WindowItem]]:
-        found = self.items.get(level)
+        items = self.items
+        if items is None:
+            items = self.items = {}
+        found = items.get(level)
         if found is None:
-            found = self.items[level] = [
+            found = items[level] = [
                 (e.pos, WindowItem(seq=e.seq, data=e.at(level), level=e.eff[_LEVEL_INDEX[level]]))
                 for e in self.entries
             ]
         return found
-
-    def root(self) -> _Unit:
-        """The compaction standing in for this covered unit now (following supersessions)."""
-        unit = self
-        while unit.covered_by is not None:
-            unit = unit.covered_by
-        return unit
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,6 +341,9 @@ class WindowBuilder:
     With `entries="all"` (default) the report lists every entry of the history, which costs
     O(n); an agent loop that does not read per-entry fates should pass `entries="window"`.
     """
+
+    _lazy: ClassVar[bool] = False
+    """Count entries when `window()` needs them rather than when fed (`_OneShot`)."""
 
     def __init__(
         self,
@@ -366,8 +447,12 @@ class WindowBuilder:
 
     def extend(self, events: Iterable[RecordedEvent | EventData]) -> None:
         """Take events in order."""
+        add = self.add
         for event in events:
-            self.feed(event)
+            if isinstance(event, RecordedEvent):
+                add(event.seq, event.data)
+            else:
+                add(self.seq + 1, event)
 
     def refresh(self) -> int:
         """Read and feed the events appended since the last one (builders from `from_store`)."""
@@ -386,7 +471,7 @@ class WindowBuilder:
                 f"events must be fed in seq order: got seq {seq} after {self.seq}", field="seq"
             )
         self.seq = seq
-        counter = self.counter
+        counter = None if self._lazy else self.counter
         if isinstance(data, ModelInput):
             entry = _Entry(seq, "input", data, counter)
             self._new_unit("input", entry)
@@ -407,14 +492,17 @@ class WindowBuilder:
             entry = _Entry(seq, "system_instruction", data, counter)
             self._new_unit("instruction", entry)
             self._instruction = entry
-            self._system_tokens = entry.costs[0]
+            if counter is not None:
+                self._system_tokens = entry.costs[0]
         elif isinstance(data, ToolsetDefined):
+            # Counted when fed even by a one-shot window: toolsets are few and always shown.
             self._tools = data.tools
-            self._tools_tokens = counter.count_tools(data.tools)
+            self._tools_tokens = self.counter.count_tools(data.tools)
         elif isinstance(data, WidgetUpdated):
             self._widgets[data.widget] = data.state
             self._screen = tuple(self._widgets.items())
-            self._screen_tokens = counter.count_text(live_screen_text(self._screen))
+            if counter is not None:
+                self._screen_tokens = counter.count_text(live_screen_text(self._screen))
         elif isinstance(data, Compaction):
             self._compaction(seq, data)
 
@@ -458,7 +546,7 @@ class WindowBuilder:
         lo = bisect.bisect_left(active, (first, -1))
         hi = bisect.bisect_right(active, (last, seq))
         stay: list[tuple[int, int]] = []
-        entry = _Entry(seq, "compaction", data, self.counter)
+        entry = _Entry(seq, "compaction", data, None if self._lazy else self.counter)
         entry.pos = 2 * slot - 1
         covering: list[_Unit] = []
         for key in active[lo:hi]:
@@ -504,6 +592,7 @@ class WindowBuilder:
         mode = self.entries if entries is None else _check_entries(entries)
         n_turns = self.turns if turns is None else turns
         pinned = self._pin()
+        self._settle(pinned)
         fixed_pinned = sum(u.costs[0] for u in pinned if u.kind != "instruction")
         fixed = self._system_tokens + self._tools_tokens + fixed_pinned
         screen = self._screen if self._last_io is not None else ()
@@ -518,13 +607,21 @@ class WindowBuilder:
                 raise UsageError(f"turns must be >= 1, got {n}")
             if len(self._inputs) >= n:
                 cut = self._inputs[-n]
-        compactions = self._compactions
-        costs = (
-            [self._units[k].costs[2] for _, k in compactions] if strat == "summary_aware" else []
-        )
-        p = plan(self._fen, strat, tokens - fixed, cut=cut, compactions=costs)
+        p = self._plan(strat, tokens - fixed, cut)
         kept = self._kept(p, strat, pinned)
         return self._build(kept, p, strat, mode, tokens, screen, screen_tokens, pinned)
+
+    def _settle(self, pinned: list[_Unit]) -> None:
+        """Count what every window needs before selecting (a builder has counted it when fed)."""
+
+    def _plan(self, strat: Strategy, available: int, cut: int) -> Plan:
+        """The strategy's cut, from the selection index (O(log n))."""
+        costs = (
+            [self._units[k].costs[2] for _, k in self._compactions]
+            if strat == "summary_aware"
+            else []
+        )
+        return plan(self._fen, strat, available, cut=cut, compactions=costs)
 
     def _pin(self) -> list[_Unit]:
         units: list[_Unit] = []
@@ -634,20 +731,22 @@ class WindowBuilder:
 
     def _all_rows(self, kept: list[tuple[_Unit, Level]]) -> tuple[EntryReport, ...]:
         levels = {id(u): lv for u, lv in kept}
+        roots: dict[int, int] = {}  # covered unit -> seq of the compaction standing in for it
         rows: list[EntryReport] = []
+        append = rows.append
         for e in self._all:
             unit = e.unit
             assert unit is not None
             level = levels.get(id(unit))
             if level is not None:
-                rows.append(_report(e, e.eff[_LEVEL_INDEX[level]], self._system_tokens))
+                append(_report(e, e.eff[_LEVEL_INDEX[level]], self._system_tokens))
             elif not unit.active:
-                by = unit.root().entries[0].seq
-                rows.append(
-                    EntryReport(seq=e.seq, kind=e.kind, fate="summarised", summarised_by=by)
-                )
+                by = roots.get(id(unit))
+                if by is None:
+                    by = _root_seq(unit, roots)
+                append(EntryReport(seq=e.seq, kind=e.kind, fate="summarised", summarised_by=by))
             else:
-                rows.append(EntryReport(seq=e.seq, kind=e.kind, fate="dropped"))
+                append(EntryReport(seq=e.seq, kind=e.kind, fate="dropped"))
         return tuple(rows)
 
     def _too_small(self, needed: int, budget: int, pinned: int, screen: int) -> WindowTooSmallError:
@@ -665,6 +764,158 @@ class WindowBuilder:
             needed=needed,
             budget=budget,
         )
+
+
+class _OneShot(WindowBuilder):
+    """One window from scratch (`context_window`): counts only what the window needs.
+
+    Fed events are sorted into units, compactions and pins without counting anything and
+    without a selection index. `window()` then walks the active units newest first: Live
+    counts until the budget is full (all `drop_oldest` and `sliding_window` need), every level
+    only where `lod_then_drop` / `summary_aware` must downgrade, and the kept entries. Units a
+    compaction stands in for and units older than the cut are never counted, so the cost
+    follows what fits, not the history's length. The window is the one a `WindowBuilder` fed
+    the same events returns (a property test checks it at every step).
+    """
+
+    _lazy = True
+    _spent = False
+
+    def window(self, **overrides: Any) -> Window:
+        """The window; then the entries' links to their units are cut (the builder is done).
+
+        Without the entry <-> unit cycles, the thousands of objects of a long history are freed
+        as soon as the builder goes, rather than piling up for a cyclic garbage collection.
+        """
+        if self._spent:
+            raise UsageError("a one-shot window builder makes one window")
+        self._spent = True
+        try:
+            return super().window(**overrides)
+        finally:
+            for entry in self._all:
+                entry.unit = None
+
+    def _sync(self, unit: _Unit) -> None:
+        """No selection index: `_plan` walks the units instead."""
+
+    def _settle(self, pinned: list[_Unit]) -> None:
+        counter = self.counter
+        if self._instruction is not None:
+            self._system_tokens = self._instruction.count(counter)[0]
+        if self._screen:
+            self._screen_tokens = counter.count_text(live_screen_text(self._screen))
+        for unit in pinned:
+            unit.count(counter)
+
+    def _plan(self, strat: Strategy, available: int, cut: int) -> Plan:
+        """The same cut as `plan` over the index, found by walking the units newest first."""
+        counter = self.counter
+        units = self._units
+        order = [u for u in (units[k] for _, k in reversed(self._active)) if not u.pinned]
+        if strat in ("drop_oldest", "sliding_window"):
+            base = cut - 1 if strat == "sliding_window" and cut > 1 else 0
+            total = 0
+            for u in order:
+                if u.slot <= base:
+                    break
+                total += u.count_live(counter)
+                if total > available:
+                    return Plan(drop=u.slot)
+            return Plan(drop=base)
+        total = 0
+        for u in order:
+            total += u.count_live(counter)
+            if total > available:
+                break
+        else:
+            return Plan()
+        # Over budget at Live: does everything fit at Gist? (every level counted from here)
+        total = 0
+        for u in order:
+            total += u.count(counter)[2]
+            if total > available:
+                return self._drop_at_gist(strat, order, available, u.slot)
+        return _downgrade_cut(order, available)
+
+    def _drop_at_gist(
+        self, strat: Strategy, order: list[_Unit], available: int, overflow: int
+    ) -> Plan:
+        """Drop oldest first, everything kept at Gist (compaction summaries last: summary_aware).
+
+        `overflow` is the slot where the newest-first sum at Gist passed `available`.
+        """
+        if strat == "lod_then_drop":
+            return Plan(summary=EVERYTHING, gist=EVERYTHING, drop=overflow)
+        counter = self.counter
+        compactions = [self._units[k] for _, k in self._compactions]
+        kept = sum(c.count(counter)[2] for c in compactions if not c.pinned)
+        if kept <= available:
+            room = available - kept
+            total = 0
+            for u in order:
+                if u.kind != "compaction":
+                    total += u.count(counter)[2]
+                    if total > room:
+                        return Plan(summary=EVERYTHING, gist=EVERYTHING, drop=u.slot)
+            raise AssertionError("unreachable: all at Gist is over budget")  # pragma: no cover
+        n = 0
+        for c in compactions:
+            if kept <= available:
+                break
+            kept -= c.count(counter)[2]
+            n += 1
+        return Plan(summary=EVERYTHING, gist=EVERYTHING, drop=EVERYTHING, drop_compactions=n)
+
+    def _kept(self, p: Plan, strat: str, pinned: list[_Unit]) -> list[tuple[_Unit, Level]]:
+        kept = super()._kept(p, strat, pinned)
+        counter = self.counter
+        for unit, _ in kept:
+            unit.count(counter)
+        return kept
+
+
+def _downgrade_cut(order: list[_Unit], available: int) -> Plan:
+    """The downgrade cut when everything fits at Gist but not at Live.
+
+    `order`: the unpinned units, every level counted, newest first. Oldest first to Summary,
+    then, if everything at Summary is still too much, oldest first to Gist.
+    """
+    live = sum(u.costs[0] for u in order)
+    summary = sum(u.costs[1] for u in order)
+    acc = 0
+    if summary <= available:
+        for u in reversed(order):
+            acc += u.costs[0] - u.costs[1]
+            if acc >= live - available:
+                return Plan(summary=u.slot)
+    else:
+        for u in reversed(order):
+            acc += u.costs[1] - u.costs[2]
+            if acc >= summary - available:
+                return Plan(summary=EVERYTHING, gist=u.slot)
+    raise AssertionError("unreachable: the totals reach the target")  # pragma: no cover
+
+
+def _root_seq(unit: _Unit, roots: dict[int, int]) -> int:
+    """Seq of the compaction standing in for a covered unit now.
+
+    Remembered in `roots` for every unit on the way, so chains of superseded compactions are
+    walked once per report, not once per entry.
+    """
+    path: list[_Unit] = []
+    found: int | None = None
+    while unit.covered_by is not None:
+        path.append(unit)
+        unit = unit.covered_by
+        found = roots.get(id(unit))
+        if found is not None:
+            break
+    if found is None:
+        found = unit.entries[0].seq
+    for u in path:
+        roots[id(u)] = found
+    return found
 
 
 def _first(x: tuple[int, WindowItem]) -> int:
@@ -757,12 +1008,15 @@ def context_window(
     reported prompt usage showed (store and event sources). `strategy`: `drop_oldest`,
     `sliding_window` (last `turns` turns, default 10), `lod_then_drop`, `summary_aware`.
     Raises `WindowTooSmallError` when the pinned entries alone exceed the budget.
+
+    Counts lazily (`_OneShot`): entries a compaction stands in for and units older than the cut
+    are never counted. For repeated windows of one conversation keep a `WindowBuilder`.
     """
     options: dict[str, Any] = {"strategy": strategy, "turns": turns, "entries": entries}
     if isinstance(source, Store):
         if not stream:
             raise UsageError("context_window(store, stream, ...) needs a stream name")
-        builder = WindowBuilder.from_store(
+        builder = _OneShot.from_store(
             source, stream, budget=budget, counter=counter, calibrate=calibrate, at=at, **options
         )
         return builder.window()
@@ -771,7 +1025,7 @@ def context_window(
             raise UsageError(f"a ConversationState is at seq {source.seq}; fold it to {at} first")
         if calibrate:
             raise UsageError("calibrate=True needs the events (pass a store or the events)")
-        builder = WindowBuilder.from_state(
+        builder = _OneShot.from_state(
             source, stream=stream, budget=budget, counter=counter, **options
         )
         return builder.window()
@@ -782,7 +1036,7 @@ def context_window(
             for i, e in enumerate(events, 1)
             if (e.seq if isinstance(e, RecordedEvent) else i) <= at
         ]
-    builder = WindowBuilder(
+    builder = _OneShot(
         budget=budget,
         counter=_counter(counter, events if calibrate else None),
         stream=stream,

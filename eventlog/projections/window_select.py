@@ -19,6 +19,8 @@ STRATEGIES: Final = ("drop_oldest", "sliding_window", "lod_then_drop", "summary_
 
 Vec = tuple[int, int, int, int]
 ZERO: Final[Vec] = (0, 0, 0, 0)
+EVERYTHING: Final = 1 << 62
+"""A slot past every unit: a `Plan` cut there reaches the newest unit, whatever it costs."""
 
 W_LIVE: Final[Vec] = (1, 1, 1, 1)
 W_A: Final[Vec] = (1, 0, 0, 0)
@@ -152,7 +154,7 @@ def plan(
         if live <= available:
             return Plan(drop=base)
         return Plan(drop=max(base, fen.search(W_LIVE, live - available)))
-    everything = fen.cap
+    everything = EVERYTHING
     if live <= available:
         return Plan()
     a = fen.totals[0]
@@ -184,4 +186,4 @@ def plan(
     return Plan(summary=everything, gist=everything, drop=everything, drop_compactions=n)
 
 
-__all__ = ["STRATEGIES", "Fenwick", "Plan", "Strategy", "plan"]
+__all__ = ["EVERYTHING", "STRATEGIES", "Fenwick", "Plan", "Strategy", "plan"]
