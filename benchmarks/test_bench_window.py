@@ -14,13 +14,14 @@ figure is within the goal (<= 2x the 1k one, <= 1 ms), with a gate of 3x / 2 ms 
 `..._no_compactions` is the same history without its compactions: the window then holds
 thousands of entries at Gist and its cost follows the window's size, not the history's.
 
-Full window: `context_window(events, budget=100_000, strategy="drop_oldest")` from scratch
-(every event counted) vs `trim_messages(strategy="last", max_tokens=100_000)` over the same
-messages with the same estimate (`count_text` + 4 per message); goal >= 10x faster. NOT MET:
-from scratch, every event is counted at every Level of Detail (the LOD strategies and the full
-report need all counts; counting is ~70% of the time), while `trim_messages(strategy="last")`
-stops counting once the budget is full. Measured about 1x; the test gates at 0.5x and prints
-the ratio. The incremental builder is the fast path (each event counted once, when fed).
+Full window: `context_window(events, budget=100_000, strategy="drop_oldest")` from scratch vs
+`trim_messages(strategy="last", max_tokens=100_000)` over the same messages with the same estimate
+(`count_text` + 4 per message); goal >= 10x faster. MET: 17-26x over eight runs (eventlog
+17-36 ms, trim_messages 390-610 ms; each ratio from one run). A window from scratch counts lazily:
+nothing while the events are sorted into units, then newest first at Live until the budget is
+full; entries a compaction stands in for (most of this history) and units older than the cut are
+never counted. What remains is sorting 8,200 events into units (about 15 ms, under 2 us an event)
+and the per-entry report (about 3 ms). The test prints the ratio and gates at 7x for noise.
 """
 
 from __future__ import annotations
@@ -150,4 +151,4 @@ def test_full_window_vs_trim_messages(full_events: list[el.EventData]) -> None:
         f"\nfull window over {FULL_EVENTS} events: eventlog {ours * 1e3:.1f} ms, "
         f"trim_messages {theirs:.1f} ms, {ratio:.1f}x (goal >= 10x)"
     )
-    assert ratio >= 0.5
+    assert ratio >= 7
