@@ -20,17 +20,20 @@ import base64
 import bisect
 import errno
 import fcntl
+import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
 
 from eventlog.backends.base import Backend, Conflict, Durability, ForkInfo, Record, StreamInfo
+from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.jsonl_names import is_stem, stem_for
 from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
 
@@ -65,6 +68,14 @@ class Line(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     data: msgspec.Raw = _NO_JSON
     """The payload JSON exactly as encoded by the core (the hash covers these bytes); last, so
     a reader can slice it out of the line instead of parsing it twice (see `_decode_line`)."""
+
+
+class _Staged(NamedTuple):
+    """An append whose lines are written, waiting for its group's sync and index line."""
+
+    st: _Stream
+    batch: Batch
+    durability: Durability
 
 
 class Header(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -155,6 +166,18 @@ def _damaged(st: _Stream, seq: int, what: str) -> CorruptionError:
     return CorruptionError(
         what, stream=st.name, seq=seq, location=f"{st.path} line {st.line_no(seq)}"
     )
+
+
+_SYNC_POOL: list[ThreadPoolExecutor] = []
+_SYNC_POOL_LOCK = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    """Threads for parallel fdatasync calls (made on first use, shared by every store)."""
+    with _SYNC_POOL_LOCK:
+        if not _SYNC_POOL:
+            _SYNC_POOL.append(ThreadPoolExecutor(8, thread_name_prefix="eventlog-jsonl-sync"))
+        return _SYNC_POOL[0]
 
 
 def _encode_lines(records: Sequence[Record], first_pos: int) -> bytes:
@@ -375,6 +398,8 @@ class JSONLBackend(Backend):
         self._closed = False
         self._open_fds = 0
         self._dirty: set[int] = set()
+        self._appends = GroupQueue()
+        """Appends of this backend object, committed in groups."""
         self._last_sync = time.monotonic()
         for sub in (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots"):
             sub.mkdir(parents=True, exist_ok=True)
@@ -610,40 +635,103 @@ class JSONLBackend(Backend):
     # -- append ------------------------------------------------------------------------------
 
     def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
-        """Write the lines of one append, then its index line (the commit point)."""
+        """Write the lines of one append, sync, then its index line (the commit point).
+
+        Appends from several threads are committed in groups (`group_commit`): the leader
+        writes every waiting append's lines, syncs each file written once, then writes their
+        index lines, so concurrent durable appends share the file system's journal commit.
+        """
         if not records:
             return []
+        positions: list[int] = self._appends.run(
+            functools.partial(self._stage, records, durability),
+            durability is Durability.FSYNC,
+            self._commit_group,
+        )
+        return positions
+
+    def _stage(self, records: Sequence[Record], durability: Durability, _: object) -> _Staged:
+        """Check and write one append's lines (under the locks); index it in memory only."""
         name = records[0].stream
+        # A file the index does not know of, or bytes past its indexed end, are what a
+        # crashed writer left: complete appends are rolled forward, a torn rest is cut.
+        st = self._stream(name, on_disk=True)
+        if st is not None:
+            self._roll_forward(self._tail(st))
+        self._check_conflicts(st, records)
+        if st is None:
+            st = self._create(Header(eventlog_jsonl=FORMAT_VERSION, stream=name))
+        pos = self._head + 1
+        payload = _encode_lines(records, pos)
+        os.pwrite(self._fd(st), payload, st.end)
+        batch = Batch(
+            pos,
+            len(records),
+            st.stem,
+            records[0].seq,
+            st.end,
+            st.end + len(payload),
+            records[-1].ts,
+            tuple(r.id for r in records),
+        )
+        # Readers of this process wait for the mutex held until the commit; other processes
+        # see the append only once its index line is written, after the sync.
+        self._apply(batch)
+        return _Staged(st, batch, durability)
+
+    def _commit_group(self, group: list[Job]) -> bool:
+        """Stage every append of the group, sync the files written once each, index them."""
         with self._mutex, self._write_lock():
             self._refresh()
-            # A file the index does not know of, or bytes past its indexed end, are what a
-            # crashed writer left: complete appends are rolled forward, a torn rest is cut.
-            st = self._stream(name, on_disk=True)
-            if st is not None:
-                self._roll_forward(self._tail(st))
-            self._check_conflicts(st, records)
-            if st is None:
-                st = self._create(Header(eventlog_jsonl=FORMAT_VERSION, stream=name))
-            pos = self._head + 1
-            payload = _encode_lines(records, pos)
-            fd = self._fd(st)
-            os.pwrite(fd, payload, st.end)
-            self._sync(fd, durability)
-            batch = Batch(
-                pos,
-                len(records),
-                st.stem,
-                records[0].seq,
-                st.end,
-                st.end + len(payload),
-                records[-1].ts,
-                tuple(r.id for r in records),
-            )
-            line = _index_line(batch)
-            os.write(self._index_fd, line)
-            self._seen += len(line)
-            self._apply(batch)
-            return list(range(pos, pos + len(records)))
+            done: list[tuple[Job, _Staged]] = []
+            for job in group:
+                job.result = job.error = None
+                try:
+                    item = job.fn(None)
+                except Exception as exc:
+                    job.error = exc
+                else:
+                    if item is not None:  # None: a job that wrote nothing
+                        done.append((job, item))
+            try:
+                self._sync_and_index([item for _, item in done])
+            except BaseException as exc:
+                # Nothing of the group is committed: forget what was indexed in memory (the
+                # lines on disk are a crashed writer's leftovers to the next append).
+                self._reset()
+                self._refresh()
+                for job in group:
+                    if job.error is None:
+                        job.error = exc
+                if not isinstance(exc, Exception):
+                    raise
+                return False
+        for job, item in done:
+            b = item.batch
+            job.result = list(range(b.pos, b.pos + b.n))
+        return True
+
+    def _sync_and_index(self, staged: list[_Staged]) -> None:
+        """Sync each file written (once: a sync covers the whole file), then index the appends.
+
+        Several files are synced in parallel: the file system then folds their journal commits
+        into one (on ext4 here, 8 files in 0.7 ms in parallel against 1.8 ms one after another).
+        """
+        durable: dict[str, int] = {}
+        for item in staged:
+            if item.durability is Durability.FSYNC:
+                durable[item.st.stem] = self._fd(item.st)
+            else:
+                self._sync(self._fd(item.st), item.durability)
+        fds = list(durable.values())
+        if len(fds) > 1:
+            list(_sync_pool().map(os.fdatasync, fds))
+        elif fds:
+            os.fdatasync(fds[0])
+        lines = b"".join(_index_line(item.batch) for item in staged)
+        if lines:
+            os.write(self._index_fd, lines)
+            self._seen += len(lines)
 
     def _check_conflicts(self, st: _Stream | None, records: Sequence[Record]) -> None:
         first = records[0].seq
@@ -935,6 +1023,10 @@ class JSONLBackend(Backend):
             for fd in (self._index_fd, self._lock_fd):
                 if fd >= 0:
                     os.close(fd)
+
+    def stats(self) -> dict[str, int]:
+        """Group-commit counters: commits and the appends they held."""
+        return {"commits": self._appends.commits, "jobs": self._appends.jobs}
 
     def stream_path(self, stream: str) -> Path:
         """The file holding a stream's own events (for tools and tests)."""

@@ -42,7 +42,7 @@ from eventlog.backends.base import (
     Record,
     StreamInfo,
 )
-from eventlog.backends.lmdb_group import GroupQueue, Job
+from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,

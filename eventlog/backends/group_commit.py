@@ -1,11 +1,11 @@
-"""Group commit for the LMDB backend: concurrent appends share one write transaction and one sync.
+"""Group commit for the LMDB and JSONL backends: concurrent appends share one commit and one sync.
 
-LMDB admits one write transaction per environment at a time, and a durable commit costs two
-flushes, so appends from several threads would queue for one flush pair each. Instead, the
-first thread to find no commit in progress leads: it takes every append waiting at that moment,
-runs each in a nested transaction (so one append's conflict undoes only that append), commits
-once, syncs once if any of them asked for it, and wakes the others. A caller returns only after
-the commit holding its append, as durable as it asked.
+A durable commit costs a flush of the disk, and these backends commit one writer at a time, so
+appends from several threads would each wait for a flush of their own. Instead, the first thread
+to find no commit in progress leads: it takes every append waiting at that moment and hands the
+group to the backend's `commit`, which writes them all, syncs once if any of them asked for it,
+and sets each job's result or error (one append's conflict fails only that append). A caller
+returns only after the commit holding its append, as durable as it asked.
 """
 
 from __future__ import annotations
