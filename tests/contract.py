@@ -78,6 +78,50 @@ def concurrent_single_appends(
     return acked
 
 
+def conflict_in_one_group(store: el.Store, queue: Any, commit: Any) -> el.RecordedEvent:
+    """Hold a group-commit queue's lead, queue a duplicate-id append to stream "z" and a good one
+    to "y" so they share the next commit, and check only the duplicate fails; the good event.
+
+    `queue` is the backend's `GroupQueue`, `commit` its group commit; "y" and "z" must already
+    have events (so the store goes straight to the backend for them).
+    """
+    taken = store.append("x", text_events(1))[0].id
+    stats = store.backend.stats  # type: ignore[attr-defined]
+    gate = threading.Event()
+    results: dict[str, Any] = {}
+
+    def append(name: str, stream: str, event: el.Event) -> None:
+        try:
+            results[name] = store.append(stream, [event])
+        except el.EventlogError as exc:
+            results[name] = exc
+
+    # A job that writes nothing and holds the lead until the gate opens.
+    holder = threading.Thread(
+        target=queue.run, args=(lambda _: None if gate.wait(5) else None, False, commit)
+    )
+    holder.start()
+    time.sleep(0.05)
+    bad = el.Event(data=el.ModelInput.from_text("dup"), id=taken)
+    good = el.Event(data=el.ModelInput.from_text("ok"))
+    threads = [
+        threading.Thread(target=append, args=("bad", "z", bad)),
+        threading.Thread(target=append, args=("good", "y", good)),
+    ]
+    for th in threads:
+        th.start()
+    time.sleep(0.1)
+    commits = stats()["commits"]
+    gate.set()
+    for th in [holder, *threads]:
+        th.join()
+    assert isinstance(results["bad"], el.DuplicateEventError)
+    (stored,) = results["good"]
+    assert stored.id == good.id
+    assert stats()["commits"] == commits + 2  # the holder's, then bad+good in one
+    return stored
+
+
 def texts_of(events: Any) -> list[str]:
     """The input texts of a sequence of recorded events."""
     return [e.data.text for e in events]

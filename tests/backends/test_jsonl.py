@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,7 +20,13 @@ from eventlog.backends import jsonl as jsonl_backend
 from eventlog.backends.base import Record
 from eventlog.backends.jsonl import JSONLBackend
 from eventlog.backends.jsonl_names import is_stem, stem_for
-from tests.contract import DurableContract, FreshURL, concurrent_single_appends, text_events
+from tests.contract import (
+    DurableContract,
+    FreshURL,
+    concurrent_single_appends,
+    conflict_in_one_group,
+    text_events,
+)
 
 
 def _backend(store: el.Store) -> JSONLBackend:
@@ -587,46 +592,13 @@ def test_group_commit_shares_syncs_and_loses_nothing(tmp_path: Path) -> None:
 
 
 def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
-    """A conflicting append is refused before it writes; the rest of its group commits."""
+    """A conflicting append in a shared group fails alone; the rest of its group commits."""
     with el.open(f"jsonl://{tmp_path}/c", durability="fsync") as store:
         backend = store.backend
         assert isinstance(backend, JSONLBackend)
-        taken = store.append("x", text_events(1))[0].id
-        for stream in ("y", "z"):  # known streams: their appends go straight to the queue
+        for stream in ("y", "z"):
             store.append(stream, text_events(1))
-        queue = backend._appends
-        gate = threading.Event()
-        results: dict[str, object] = {}
-
-        def append(name: str, stream: str, event: el.Event) -> None:
-            try:
-                results[name] = store.append(stream, [event])
-            except el.EventlogError as exc:
-                results[name] = exc
-
-        holder = threading.Thread(
-            # Holds the lead so the next two appends queue up; writes nothing (returns None).
-            target=queue.run,
-            args=(lambda _: None if gate.wait(5) else None, False, backend._commit_group),
-        )
-        holder.start()
-        time.sleep(0.05)
-        bad = el.Event(data=el.ModelInput.from_text("dup"), id=taken)
-        good = el.Event(data=el.ModelInput.from_text("ok"))
-        threads = [
-            threading.Thread(target=append, args=("bad", "z", bad)),
-            threading.Thread(target=append, args=("good", "y", good)),
-        ]
-        for th in threads:
-            th.start()
-        time.sleep(0.1)
-        commits = backend.stats()["commits"]
-        gate.set()
-        for th in [holder, *threads]:
-            th.join()
-        assert isinstance(results["bad"], el.DuplicateEventError)
-        assert [e.id for e in results["good"]] == [good.id]  # type: ignore[attr-defined]
-        assert backend.stats()["commits"] == commits + 2  # the holder's, then bad+good in one
-        assert store.stream_info("z").last_seq == 1
+        conflict_in_one_group(store, backend._appends, backend._commit_group)
         assert store.stream_info("y").last_seq == 2
+        assert store.stream_info("z").last_seq == 1
         assert store.verify().ok

@@ -9,7 +9,6 @@ import itertools
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tests.contract import (
     DurableContract,
     FreshURL,
     concurrent_single_appends,
+    conflict_in_one_group,
     text_events,
     texts_of,
 )
@@ -154,45 +154,15 @@ def test_group_commit_shares_commits_and_loses_nothing(url: str) -> None:
 
 
 def test_group_commit_conflict_fails_only_its_caller(url: str) -> None:
-    """A conflicting append in a shared transaction is undone alone (nested transaction)."""
+    """A conflicting append in a shared group fails alone; the rest of its group commits."""
     with el.open(url, durability="fsync") as store:
         backend = store.backend
         assert isinstance(backend, LMDBBackend)
-        taken = store.append("x", text_events(1))[0].id
-        queue = backend._shared.appends
-        gate = threading.Event()
-        results: dict[str, object] = {}
-
-        def append(name: str, stream: str, event: el.Event) -> None:
-            try:
-                results[name] = store.append(stream, [event])
-            except el.EventlogError as exc:
-                results[name] = exc
-
-        # Hold the lead so the next two appends queue up and share one transaction.
-        holder = threading.Thread(
-            target=queue.run, args=(lambda txn: gate.wait(5), False, backend._commit_group)
-        )
-        holder.start()
-        time.sleep(0.05)
-        bad = el.Event(data=el.ModelInput.from_text("dup"), id=taken)
-        good = el.Event(data=el.ModelInput.from_text("ok"))
-        threads = [
-            threading.Thread(target=append, args=("bad", "z", bad)),
-            threading.Thread(target=append, args=("good", "y", good)),
-        ]
-        for th in threads:
-            th.start()
-        time.sleep(0.1)
-        commits = backend.stats()["commits"]
-        gate.set()
-        for th in [holder, *threads]:
-            th.join()
-        assert isinstance(results["bad"], el.DuplicateEventError)
-        assert [e.id for e in results["good"]] == [good.id]  # type: ignore[attr-defined]
-        assert backend.stats()["commits"] == commits + 2  # the holder's, then bad+good in one
-        assert store.stream_info("y").last_seq == 1
-        assert not store.exists("z")
+        for stream in ("y", "z"):
+            store.append(stream, text_events(1))
+        conflict_in_one_group(store, backend._shared.appends, backend._commit_group)
+        assert store.stream_info("y").last_seq == 2
+        assert store.stream_info("z").last_seq == 1
         assert store.verify().ok
 
 
