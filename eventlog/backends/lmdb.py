@@ -402,22 +402,22 @@ class LMDBBackend(Backend):
     def _commit_group(self, group: list[Job]) -> bool:
         """Run queued appends in one write transaction; commit and sync once.
 
-        The jobs run straight in the transaction; if one fails (a Conflict), the transaction is
-        dropped and the group reruns with each job in a nested transaction, so the failure
-        undoes only that job. A full map aborts everything, grows the map and reruns. Returns
-        whether it committed.
+        The jobs run straight in the transaction; if one of several fails (a Conflict), the
+        transaction is dropped and the group reruns with each job in a nested transaction, so
+        the failure undoes only that job. A full map aborts everything, grows the map and
+        reruns. Returns whether it committed.
         """
-        nested = len(group) == 1
+        nested = False
         sync = any(j.sync for j in group)
         while True:
             try:
                 self._run(functools.partial(self._run_jobs, group, nested), write=True, sync=sync)
             except Exception as exc:
-                if not nested and isinstance(exc, Conflict):
+                if not nested and len(group) > 1 and isinstance(exc, Conflict):
                     nested = True  # find out whose append conflicts; the others still commit
                     continue
                 for job in group:
-                    if job.error is None or len(group) == 1:
+                    if job.error is None:
                         job.error, job.result = exc, None
                 return False
             except BaseException as exc:
