@@ -13,9 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import eventlog as el
 from eventlog.bench.common import disk_bytes, optional_module, rate
+from eventlog.compression import train_dictionary
 from eventlog.events import EventData
+from eventlog.projections.runner import Runner
+from eventlog.projections.state import ConversationProjection
+from eventlog.projections.window_types import Window, WindowItem
 
 FILE_BACKENDS = ("sqlite", "jsonl", "lmdb")
 """Backends that keep data on disk (durable appends and storage figures apply)."""
@@ -133,30 +139,18 @@ class Populated:
         read_last = self.store.read_last
         return lambda: read_last("s", n)
 
-    def replay(self) -> Callable[[], float] | None:
-        """A measurement: events/s replaying the stream into ConversationState (None: n/a)."""
-        runner_mod = optional_module("eventlog.projections.runner")
-        state_mod = optional_module("eventlog.projections.state")
-        if runner_mod is None or state_mod is None:
-            return None
-        try:
-            runner = runner_mod.Runner(
-                self.store, state_mod.ConversationProjection(), snapshot_every=None
-            )
-        except Exception:
-            return None
+    def replay(self) -> Callable[[], float]:
+        """A measurement: events/s replaying the stream into ConversationState."""
+        runner = Runner(self.store, ConversationProjection(), snapshot_every=None)
         return lambda: rate(self.n, lambda: runner.replay("s"))
 
     def read_peak_mib(self) -> float:
         """Peak MiB traced while reading the stream into a list."""
         return _peak(lambda: list(self.store.read("s")))
 
-    def replay_peak_mib(self) -> float | None:
-        """Peak MiB traced while replaying the stream into ConversationState (None: n/a)."""
-        measure = self.replay()
-        if measure is None:
-            return None
-        return _peak(measure)
+    def replay_peak_mib(self) -> float:
+        """Peak MiB traced while replaying the stream into ConversationState."""
+        return _peak(self.replay())
 
     def close(self) -> None:
         """Close the store."""
@@ -189,7 +183,6 @@ def storage_per_event(
     query = {} if mode == "none" else {"compression": "zstd"}
     if mode != "none" and optional_module("zstandard") is None:
         return None
-    compression = optional_module("eventlog.compression")
     url = store_url(backend, path, **query)
     location = store_path(backend, path)
     with el.open(url, durability="none") as store:
@@ -197,8 +190,7 @@ def storage_per_event(
     before = disk_bytes(location)
     with el.open(url, durability="none") as store:
         if mode == "zstd+dict":
-            assert compression is not None
-            compression.train_dictionary(store)
+            train_dictionary(store)
         _append_all(store, "s", data)
     return (disk_bytes(location) - before) / len(data)
 
@@ -249,43 +241,25 @@ def turn_growth(
     return out, (load_ms if out else None)
 
 
-# -- hooks for the projection figures ------------------------------------------------------------
+# -- rendering ----------------------------------------------------------------------------------
 
 
-def window_module() -> Any:
-    """The context-window projection module, once it exists (None until then).
-
-    Hook: when ``eventlog.projections.window`` lands, the runner's window figures (from scratch
-    and incremental on 1k/10k/100k-event histories; full window over 10k messages against
-    LangChain's ``trim_messages``) are filled in from it.
-    """
-    return optional_module("eventlog.projections.window")
-
-
-def render_module() -> Any:
-    """The provider payload renderers (None if they are not available)."""
-    return optional_module("eventlog.projections.providers.render")
-
-
-def tail_window(data: Sequence[EventData], n: int) -> tuple[Any, Callable[[], object]]:
+def tail_window(data: Sequence[EventData], n: int) -> tuple[Window, Callable[[], object]]:
     """A window of the conversation's last `n` events, built by hand (no window projection).
 
     Returns the window and a call encoding it with msgspec (the reference a renderer is
     compared with).
     """
-    import msgspec
-
-    types: Any = optional_module("eventlog.projections.window_types")
     start = max(2, len(data) - n)
     while start > 2 and not isinstance(data[start], el.ModelInput):
         start -= 1
     items = tuple(
-        types.WindowItem(seq=i + 1, data=d)
+        WindowItem(seq=i + 1, data=d)
         for i, d in enumerate(data)
         if i >= start and isinstance(d, el.ModelInput | el.ModelOutput | el.ToolResults)
     )
     system = data[0].text if isinstance(data[0], el.SystemInstructionSet) else None
     tools = data[1].tools if isinstance(data[1], el.ToolsetDefined) else ()
-    window = types.Window(stream="s", seq=len(data), system=system, tools=tools, items=items)
+    window = Window(stream="s", seq=len(data), system=system, tools=tools, items=items)
     encode = msgspec.json.Encoder().encode
     return window, lambda: encode(window)

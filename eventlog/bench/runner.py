@@ -36,11 +36,13 @@ from eventlog.bench.common import (
     best_of,
     check_goal,
     cpu_count,
-    optional_module,
     per_call_us,
 )
 from eventlog.bench.workload import conversation_events
 from eventlog.events import EventData
+from eventlog.projections.providers.render import PROVIDERS, render_json
+from eventlog.projections.tokens import get_counter
+from eventlog.projections.window import WindowBuilder, context_window
 
 BACKENDS = ("memory", "sqlite", "jsonl", "lmdb")
 BATCHES = (10, 100, 1000)
@@ -500,18 +502,6 @@ def _last_n(
 
 def _replay(r: _Run, backend: str, store: ours.Populated, limit_read: Callable[[], float]) -> None:
     measure = store.replay()
-    if measure is None:
-        r.add(
-            Figure(
-                f"replay.state.{backend}",
-                "replay",
-                f"{backend}: replay into ConversationState",
-                "events/s",
-                True,
-                note="pending: the state projection is not available",
-            )
-        )
-        return
     value, limit = best_of(r.sizes.rounds, measure, limit_read)
     r.add(
         Figure(
@@ -658,40 +648,24 @@ def _growth(r: _Run) -> None:
     )
 
 
-# -- windows and rendering (hooks) ---------------------------------------------------------------
+# -- windows and rendering ---------------------------------------------------------------------
 
 
 def _windows(r: _Run) -> None:
-    window = ours.window_module()
-    if window is None:
-        r.add(
-            Figure(
-                "window.pending",
-                "window",
-                "window from scratch / incremental on 1k, 10k, 100k-event histories",
-                "ms",
-                False,
-                note="pending: eventlog.projections.window is not available",
-            )
-        )
-        _render(r)
-        return
-    _window_new_turn(r, window)
+    _window_new_turn(r)
     data = r.data[: r.sizes.read_events]
 
     def full() -> object:
         # drop_oldest: what trim_messages(strategy="last") does (keep the newest that fit).
-        return window.context_window(data, budget=WINDOW_BUDGET, strategy="drop_oldest")
+        return context_window(data, budget=WINDOW_BUDGET, strategy="drop_oldest")
 
     ms = min(per_call_us(1, full) for _ in range(r.sizes.rounds))
     found: dict[str, float] = {}
     if r.has("langchain") and r.sizes.name != "tiny":
-        tokens = optional_module("eventlog.projections.tokens")
-        if tokens is not None:
-            counter = tokens.get_counter("estimate")
-            value = peers.trim_messages_ms(data, counter.count_text, WINDOW_BUDGET)
-            if value is not None:
-                found["langchain"] = value
+        counter = get_counter("estimate")
+        value = peers.trim_messages_ms(data, counter.count_text, WINDOW_BUDGET)
+        if value is not None:
+            found["langchain"] = value
     note = ""
     if "langchain" in found:
         ours_ms = ms / 1e3
@@ -721,7 +695,7 @@ NEW_TURN = 50
 """New inputs timed per history length (each one grows the history by one event)."""
 
 
-def _window_new_turn(r: _Run, window: Any) -> None:
+def _window_new_turn(r: _Run) -> None:
     """Incremental window for a new input on 1k / 10k (/ 100k in full runs) event histories."""
     lengths = {"tiny": (200, 1_000), "quick": (1_000, 10_000)}.get(
         r.sizes.name, (1_000, 10_000, 100_000)
@@ -729,11 +703,11 @@ def _window_new_turn(r: _Run, window: Any) -> None:
     new_input = el.ModelInput.from_text("Now run the tests again and tell me what still fails.")
     base: float | None = None
     for n in lengths:
-        builder = window.WindowBuilder(budget=WINDOW_BUDGET, entries="window")
+        builder = WindowBuilder(budget=WINDOW_BUDGET, entries="window")
         builder.extend(conversation_events(n))
         builder.window()
 
-        def one(b: Any = builder) -> object:
+        def one(b: WindowBuilder = builder) -> object:
             b.feed(new_input)
             return b.window()
 
@@ -755,26 +729,13 @@ def _window_new_turn(r: _Run, window: Any) -> None:
 
 
 def _render(r: _Run) -> None:
-    render = ours.render_module()
-    if render is None:
-        r.add(
-            Figure(
-                "render.pending",
-                "render",
-                "render a window per provider",
-                "ms",
-                False,
-                note="pending: provider renderers are not available",
-            )
-        )
-        return
     window, encode = ours.tail_window(r.data[: r.sizes.read_events], RENDER_EVENTS)
     calls = max(3, r.sizes.last_n_calls // 20)
     limit = min(per_call_us(calls, encode) for _ in range(r.sizes.rounds)) / 1e3
-    for provider in render.PROVIDERS:
+    for provider in PROVIDERS:
 
         def one(p: str = provider) -> object:
-            return render.render_json(window, p, model="bench-model", max_tokens=1024)
+            return render_json(window, p, model="bench-model", max_tokens=1024)
 
         value = min(per_call_us(calls, one) for _ in range(r.sizes.rounds)) / 1e3
         r.add(
