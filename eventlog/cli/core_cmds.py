@@ -18,23 +18,6 @@ from eventlog.store import ANY, NO_STREAM, ExpectedSeq
 from eventlog.text import event_text
 
 
-def event_json(event: RecordedEvent) -> dict[str, Any]:
-    """A recorded event as a JSON-ready dict (stable keys)."""
-    return {
-        "id": event.id,
-        "stream": event.stream,
-        "seq": event.seq,
-        "position": event.position,
-        "ts": event.ts,
-        "type": event.type,
-        "data": msgspec.to_builtins(event.data),
-        "meta": event.meta,
-        "causation_id": event.causation_id,
-        "correlation_id": event.correlation_id,
-        "hash": event.hash,
-    }
-
-
 def _info_json(info: StreamInfo) -> dict[str, Any]:
     return {
         "stream": info.stream,
