@@ -28,6 +28,7 @@ import msgspec
 import eventlog as el
 from benchmarks.common import alternate, event_union, replay_rate, report
 from eventlog.backends.sqlite import SQLiteBackend
+from eventlog.bench import figures, limits
 from eventlog.events import registered_event_types
 
 BATCH_EVENTS = 5_000
@@ -69,52 +70,18 @@ def _disk_bytes(path: Path) -> int:
 # -- appends ------------------------------------------------------------------------------------
 
 
-def _eventlog_batches(path: Path, data: list[el.EventData], size: int, durability: str) -> float:
-    events = [el.Event(data=d) for d in data]
-    with el.open(_url(path), durability=durability) as store:
-        t0 = time.perf_counter()
-        for i in range(0, len(events), size):
-            store.append("s", events[i : i + size])
-        return len(events) / (time.perf_counter() - t0)
-
-
-def _raw_batches(path: Path, data: list[el.EventData], size: int, synchronous: str) -> float:
-    conn = _raw_db(path, synchronous)
-    encode = msgspec.msgpack.Encoder().encode
-    ids = [el.new_event_id() for _ in data]
-    t0 = time.perf_counter()
-    for i in range(0, len(data), size):
-        rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + size, len(data)))]
-        conn.execute("BEGIN")
-        conn.executemany(_RAW_INSERT, rows)
-        conn.execute("COMMIT")
-    rate = len(data) / (time.perf_counter() - t0)
-    conn.close()
-    return rate
-
-
-def _raw_autocommit(path: Path, data: list[el.EventData]) -> float:
-    conn = _raw_db(path, "FULL")
-    encode = msgspec.msgpack.Encoder().encode
-    ids = [el.new_event_id() for _ in data]
-    t0 = time.perf_counter()
-    for j, d in enumerate(data):
-        conn.execute(_RAW_INSERT, (ids[j], "s", j + 1, encode(d)))
-    rate = len(data) / (time.perf_counter() - t0)
-    conn.close()
-    return rate
-
-
 def test_batch_appends_vs_raw(
     benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
 ) -> None:
     data = workload[:BATCH_EVENTS]
     ours = raw = 0.0
     for _ in range(ROUNDS):
-        raw = max(raw, _raw_batches(fresh_path(), data, 100, "NORMAL"))
-        ours = max(ours, _eventlog_batches(fresh_path(), data, 100, "batch"))
+        raw = max(raw, limits.sqlite_append(fresh_path(), data, 100, "NORMAL"))
+        ours = max(ours, figures.append_rate("sqlite", fresh_path(), data, 100, "batch"))
     benchmark.pedantic(
-        lambda: _eventlog_batches(fresh_path(), data, 100, "batch"), rounds=1, iterations=1
+        lambda: figures.append_rate("sqlite", fresh_path(), data, 100, "batch"),
+        rounds=1,
+        iterations=1,
     )
     report(benchmark, "100-event batches, durability=batch", ours, raw, 0.8)
 
@@ -125,10 +92,12 @@ def test_single_durable_appends_vs_raw(
     data = workload[:SINGLE_EVENTS]
     ours = raw = 0.0
     for _ in range(ROUNDS):
-        raw = max(raw, _raw_autocommit(fresh_path(), data))
-        ours = max(ours, _eventlog_batches(fresh_path(), data, 1, "fsync"))
+        raw = max(raw, limits.sqlite_append(fresh_path(), data, 1, "FULL"))
+        ours = max(ours, figures.append_rate("sqlite", fresh_path(), data, 1, "fsync"))
     benchmark.pedantic(
-        lambda: _eventlog_batches(fresh_path(), data, 1, "fsync"), rounds=1, iterations=1
+        lambda: figures.append_rate("sqlite", fresh_path(), data, 1, "fsync"),
+        rounds=1,
+        iterations=1,
     )
     report(benchmark, "single durable appends (fsync)", ours, raw, 0.8)
 
@@ -164,7 +133,7 @@ def test_group_commit_8_threads_vs_single_writer(
     single = threaded = 0.0
     stats: dict[str, int] = {}
     for _ in range(ROUNDS):
-        single = max(single, _eventlog_batches(fresh_path(), data, 1, "fsync"))
+        single = max(single, figures.append_rate("sqlite", fresh_path(), data, 1, "fsync"))
         rate, stats = _threaded(fresh_path(), data)
         threaded = max(threaded, rate)
     benchmark.pedantic(lambda: _threaded(fresh_path(), data), rounds=1, iterations=1)
@@ -191,9 +160,7 @@ def test_replay_vs_raw(
         _RAW_INSERT, [(e.id, "s", i + 1, encode(e.data)) for i, e in enumerate(events)]
     )
     conn.execute("COMMIT")
-    union = tuple(registered_event_types().values())
-    decode = msgspec.msgpack.Decoder(union[0] if len(union) == 1 else Any).decode
-    typed = msgspec.msgpack.Decoder(event_union(union)).decode
+    typed = msgspec.msgpack.Decoder(event_union(tuple(registered_event_types().values()))).decode
 
     def raw_replay() -> float:
         t0 = time.perf_counter()
@@ -207,7 +174,6 @@ def test_replay_vs_raw(
         ours, raw = alternate(raw_replay, our_replay, ROUNDS + 2)
         benchmark.pedantic(our_replay, rounds=3, iterations=1)
     conn.close()
-    del decode
     report(benchmark, f"replay of a {REPLAY_EVENTS}-event stream", ours, raw, 0.8)
     ours_size = _disk_bytes(ours_path) / len(events)
     raw_size = _disk_bytes(raw_path) / len(events)
