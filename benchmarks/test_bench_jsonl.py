@@ -17,7 +17,6 @@ is too noisy for a pass/fail gate.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ import orjson
 
 import eventlog as el
 from benchmarks.common import alternate, event_union, replay_rate, report
+from eventlog.bench import figures, limits
 
 BATCH = 100
 APPEND_EVENTS = 5_000
@@ -38,14 +38,6 @@ ROUNDS = 3
 # -- appends -------------------------------------------------------------------------------------
 
 
-def _eventlog_batches(path: Path, events: list[el.Event]) -> float:
-    with el.open(f"jsonl://{path}", durability="fsync") as store:
-        t0 = time.perf_counter()
-        for i in range(0, len(events), BATCH):
-            store.append("s", events[i : i + BATCH])
-        return len(events) / (time.perf_counter() - t0)
-
-
 def _raw_lines(events: list[el.Event]) -> list[bytes]:
     encode = msgspec.json.Encoder().encode
     return [
@@ -54,28 +46,19 @@ def _raw_lines(events: list[el.Event]) -> list[bytes]:
     ]
 
 
-def _raw_batches(path: Path, events: list[el.Event]) -> float:
-    path.mkdir()
-    fd = os.open(path / "s.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    t0 = time.perf_counter()
-    for i in range(0, len(events), BATCH):
-        lines = _raw_lines(events[i : i + BATCH])
-        os.write(fd, b"\n".join(lines) + b"\n")
-        os.fdatasync(fd)
-    rate = len(events) / (time.perf_counter() - t0)
-    os.close(fd)
-    return rate
-
-
 def test_batch_appends_vs_raw(
     benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
 ) -> None:
-    events = [el.Event(data=d) for d in workload[:APPEND_EVENTS]]
+    data = workload[:APPEND_EVENTS]
+
+    def ours_run() -> float:
+        return figures.append_rate("jsonl", fresh_path(), data, BATCH, "fsync")
+
     ours = raw = 0.0
     for _ in range(ROUNDS):
-        raw = max(raw, _raw_batches(fresh_path(), events))
-        ours = max(ours, _eventlog_batches(fresh_path(), events))
-    benchmark.pedantic(lambda: _eventlog_batches(fresh_path(), events), rounds=1, iterations=1)
+        raw = max(raw, limits.file_append(fresh_path(), data, BATCH))
+        ours = max(ours, ours_run())
+    benchmark.pedantic(ours_run, rounds=1, iterations=1)
     report(benchmark, f"{BATCH}-event batches, one fdatasync each", ours, raw, 0.7)
 
 

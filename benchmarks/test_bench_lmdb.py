@@ -6,9 +6,9 @@ Run:  .venv/bin/pytest benchmarks/test_bench_lmdb.py --benchmark-enable -s
 Each test measures eventlog and the raw baseline alternately (best of a few rounds, so a noisy
 neighbour hurts both alike), prints the rates and their ratio, and records them in the benchmark's
 `extra_info` (kept by `--benchmark-json`). The raw baseline is what a careful user would write by
-hand: one LMDB environment with default (fully synced) commits, one named database keyed by
-stream + big-endian seq, each event's payload encoded with one msgspec MessagePack encoder inside
-the timed loop.
+hand (`eventlog.bench.limits`, the same the `eventlog bench` runner uses): one LMDB environment
+with fully synced commits, keys stream + big-endian seq, each event's payload encoded with one
+msgspec MessagePack encoder inside the timed loop.
 
 Goals: 100-event batches at durability=fsync >= 0.8x raw puts of 100 per transaction with sync
 on; replay of a 10k-event stream, decoded, >= 0.8x a raw cursor range scan + typed decode.
@@ -31,6 +31,7 @@ import msgspec
 import eventlog as el
 from benchmarks.common import alternate, best, event_union, replay_rate, report
 from eventlog.backends.lmdb import LMDBBackend
+from eventlog.bench import figures, limits
 from eventlog.bench.workload import conversation_events
 from eventlog.compression import train_dictionary
 
@@ -48,43 +49,21 @@ def _url(path: Path, query: str = "") -> str:
 # -- appends ------------------------------------------------------------------------------------
 
 
-def _eventlog_batches(path: Path, data: list[el.EventData], size: int, durability: str) -> float:
-    events = [el.Event(data=d) for d in data]
-    with el.open(_url(path, f"map_size={_MAP}"), durability=durability) as store:
-        t0 = time.perf_counter()
-        for i in range(0, len(events), size):
-            store.append("s", events[i : i + size])
-        return len(events) / (time.perf_counter() - t0)
-
-
-def _raw_batches(path: Path, data: list[el.EventData], size: int) -> float:
-    env = lmdb.open(str(path), map_size=_MAP, max_dbs=2)  # sync=True, metasync=True
-    db = env.open_db(b"events")
-    encode = msgspec.msgpack.Encoder().encode
-    prefix = b"s\x00\x01"
-    t0 = time.perf_counter()
-    for i in range(0, len(data), size):
-        with env.begin(write=True, db=db) as txn:
-            for j in range(i, min(i + size, len(data))):
-                txn.put(prefix + _U64.pack(j + 1), encode(data[j]))
-    rate = len(data) / (time.perf_counter() - t0)
-    env.close()
-    return rate
-
-
 def test_batch_appends_vs_raw(
     benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
 ) -> None:
     data = workload[:BATCH_EVENTS]
     ours = raw = 0.0
     for _ in range(ROUNDS):
-        raw = max(raw, _raw_batches(fresh_path(), data, 100))
-        ours = max(ours, _eventlog_batches(fresh_path(), data, 100, "fsync"))
+        raw = max(raw, limits.lmdb_append(fresh_path(), data, 100) or 0.0)
+        ours = max(ours, figures.append_rate("lmdb", fresh_path(), data, 100, "fsync"))
     benchmark.pedantic(
-        lambda: _eventlog_batches(fresh_path(), data, 100, "fsync"), rounds=1, iterations=1
+        lambda: figures.append_rate("lmdb", fresh_path(), data, 100, "fsync"),
+        rounds=1,
+        iterations=1,
     )
     report(benchmark, "100-event batches, durability=fsync", ours, raw, 0.8, "raw lmdb")
-    batch = best(lambda: _eventlog_batches(fresh_path(), data, 100, "batch"), ROUNDS)
+    batch = best(lambda: figures.append_rate("lmdb", fresh_path(), data, 100, "batch"), ROUNDS)
     print(f"  same at durability=batch (no meta-page flush): {batch:,.0f}/s")
     benchmark.extra_info["batch_level_per_s"] = batch
 
