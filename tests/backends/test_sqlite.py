@@ -95,16 +95,21 @@ def _record(stream: str, seq: int, event_id: str | None = None) -> Record:
     )
 
 
-def _in_one_group(backend: SQLiteBackend, appends: dict[str, Record]) -> dict[str, object]:
-    """Append each record from its own thread while the writer is held, so they queue up and
-    share the next transaction; check they did (one commit), and return each result or error."""
+def _in_one_group(
+    backend: SQLiteBackend, appends: dict[str, Record | list[Record]]
+) -> dict[str, object]:
+    """Append each record (or batch) from its own thread, in order, while the writer is held, so
+    they queue up and share the next transaction; check they did (one commit), and return each
+    result or error."""
     writer = backend._writer
     results: dict[str, object] = {}
     gate = threading.Event()
 
-    def append(name: str, rec: Record) -> None:
+    def append(name: str, rec: Record | list[Record]) -> None:
         try:
-            results[name] = backend.append([rec], Durability.FSYNC)
+            results[name] = backend.append(
+                rec if isinstance(rec, list) else [rec], Durability.FSYNC
+            )
         except Conflict as exc:
             results[name] = exc
 
@@ -114,6 +119,7 @@ def _in_one_group(backend: SQLiteBackend, appends: dict[str, Record]) -> dict[st
     threads = [threading.Thread(target=append, args=item) for item in appends.items()]
     for th in threads:
         th.start()
+        time.sleep(0.02)  # queue in the given order
     time.sleep(0.1)
     commits = writer.commits
     gate.set()
@@ -132,6 +138,36 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
     assert isinstance(results["bad"], Conflict) and results["bad"].kind == "id"
     assert results["good"] == [2]
     assert backend.last("y") is not None and backend.last("z") is None
+    backend.close()
+
+
+def test_group_commit_reruns_the_jobs_before_a_conflict(tmp_path: Path) -> None:
+    """A group runs without savepoints; a conflict after good jobs rolls them back and reruns
+    them, so they land once, with the positions they report."""
+    backend = SQLiteBackend(tmp_path / "r.db")
+    taken = el.new_event_id()
+    backend.append([_record("x", 1, taken)], Durability.NONE)
+    batch = [_record("y", seq) for seq in (1, 2, 3)]
+    results = _in_one_group(
+        backend, {"first": batch, "bad": _record("z", 1, taken), "last": _record("w", 1)}
+    )
+    assert results["first"] == [2, 3, 4]
+    assert isinstance(results["bad"], Conflict) and results["bad"].kind == "id"
+    assert results["last"] == [5]
+    assert [r.id for r in backend.read("y", 1, None)] == [r.id for r in batch]
+    assert [r.position for r in backend.read("y", 1, None)] == [2, 3, 4]
+    assert backend.last("z") is None and backend.head_position() == 5
+    backend.close()
+
+
+def test_group_commit_shares_one_transaction_without_conflicts(tmp_path: Path) -> None:
+    """Jobs of a group get consecutive positions in queue order, each append's own in a row."""
+    backend = SQLiteBackend(tmp_path / "g.db")
+    backend.append([_record("x", 1)], Durability.NONE)
+    results = _in_one_group(
+        backend, {"a": [_record("a", 1), _record("a", 2)], "b": _record("b", 1)}
+    )
+    assert results == {"a": [2, 3], "b": [4]}
     backend.close()
 
 
