@@ -35,6 +35,7 @@ from eventlog.errors import (
     ValidationError,
 )
 from eventlog.events import Event, EventData, RecordedEvent
+from eventlog.stream_locks import StreamLocks
 from eventlog.text import event_text
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ NO_STREAM: Literal["no_stream"] = "no_stream"
 
 PAGE = 1000
 _MAX_ANY_RETRIES = 1000
-_STRIPES = 64
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -104,7 +104,7 @@ class Store:
         self._closed = False
         self._tails: dict[str, tuple[int, bytes]] = {}
         self._lineage: dict[str, list[Segment]] = {}
-        self._stripes = [threading.Lock() for _ in range(_STRIPES)]
+        self._stream_locks = StreamLocks()
         self._commits = threading.Condition()
         self._commit_count = 0
 
@@ -156,8 +156,12 @@ class Store:
         ids = [e.id for e in encoded]
         if len(set(ids)) != len(ids):
             raise ValidationError("the same event id appears twice in one batch", field="id")
-        with self._stripes[hash(stream) % _STRIPES]:
+        locks = self._stream_locks
+        locks.acquire(stream)
+        try:
             return self._append_locked(stream, encoded, expected_seq, level)
+        finally:
+            locks.release(stream)
 
     def _append_locked(
         self, stream: str, encoded: list[Encoded], expected: ExpectedSeq, level: Durability
