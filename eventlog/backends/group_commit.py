@@ -11,13 +11,55 @@ returns only after the commit holding its append, as durable as it asked.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sized
 from typing import Any
 
 MAX_GROUP = 256
 """At most this many appends share one transaction (bounds the leader's latency)."""
-GATHER_SECONDS = 0.0002
-"""How long a leader of a synced commit waits for more appends once several shared one."""
+GATHER_SECONDS = 0.001
+"""The longest a leader of a synced commit waits for the writers it expects."""
+
+
+class Gather:
+    """Lets the leader of a synced commit wait for the writers still on their way.
+
+    Writers woken by a commit spend a while in Python (results, the next event's encoding)
+    before they queue again. A leader that starts at once syncs for itself alone and the others
+    wait for the next sync; so it waits, at most `GATHER_SECONDS`, until as many jobs are queued
+    as were in flight at the last commit (its group plus those that queued meanwhile). Every
+    method is called with the queue's lock held.
+    """
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._arrivals = threading.Condition(lock)
+        self._waiting = False
+        self.expected = 1
+        """Writers in flight at the last commit."""
+
+    def arrived(self) -> None:
+        """A job was queued: wake the gathering leader (no one else)."""
+        if self._waiting:
+            self._arrivals.notify()
+
+    def wait(self, queue: Sized) -> None:
+        """Wait until `queue` holds the expected number of jobs, or the time is up."""
+        if self.expected <= 1:
+            return
+        deadline = time.monotonic() + GATHER_SECONDS
+        self._waiting = True
+        try:
+            while len(queue) < self.expected:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._arrivals.wait(remaining)
+        finally:
+            self._waiting = False
+
+    def committed(self, group: int, queued: int) -> None:
+        """A commit of `group` jobs ended with `queued` more waiting."""
+        self.expected = min(group + queued, MAX_GROUP)
 
 
 class Job:
@@ -37,10 +79,11 @@ class GroupQueue:
     """Leader/follower queue: `run` returns once the group holding its job has committed."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._gather = Gather(lock)
         self._queue: list[Job] = []
         self._leading = False
-        self._contended = False
         self.commits = 0
         """Transactions committed through this queue."""
         self.jobs = 0
@@ -54,6 +97,7 @@ class GroupQueue:
         job = Job(fn, sync)
         with self._cond:
             self._queue.append(job)
+            self._gather.arrived()
         while True:
             with self._cond:
                 while self._leading and not job.done:
@@ -61,13 +105,10 @@ class GroupQueue:
                 if job.done:
                     break
                 self._leading = True
-                if self._contended and sync:
-                    # Writers just woken by the last commit are still encoding their next
-                    # append: a moment's wait lets them join this sync instead of the next.
-                    self._cond.wait(GATHER_SECONDS)
+                if sync:
+                    self._gather.wait(self._queue)
                 group = self._queue[:MAX_GROUP]
                 del self._queue[:MAX_GROUP]
-                self._contended = len(group) > 1
             try:
                 if commit(group):
                     self.commits += 1
@@ -77,6 +118,7 @@ class GroupQueue:
                     for j in group:
                         j.done = True
                     self._leading = False
+                    self._gather.committed(len(group), len(self._queue))
                     self._cond.notify_all()
         if job.error is not None:
             raise job.error

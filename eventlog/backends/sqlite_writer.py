@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eventlog.backends.base import Durability
+from eventlog.backends.group_commit import Gather
 from eventlog.errors import BackendUnavailableError, StoreClosedError
 
 _SYNC = {Durability.FSYNC: "FULL", Durability.BATCH: "NORMAL", Durability.NONE: "OFF"}
@@ -26,8 +27,6 @@ _RANK = {Durability.NONE: 0, Durability.BATCH: 1, Durability.FSYNC: 2}
 _MAX_GROUP = 512
 """At most this many jobs share one transaction (bounds its size and the leader's latency)."""
 _BUSY_RETRIES = 5
-_GATHER_SECONDS = 0.0002
-"""How long a durable commit waits for more writers once several were seen sharing one."""
 
 Work = Callable[[sqlite3.Connection], Any]
 Translate = Callable[[BaseException], BaseException]
@@ -53,12 +52,13 @@ class GroupWriter:
         self._conn = conn
         self._translate = translate
         self._location = location
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._gather = Gather(lock)
         self._queue: list[Job] = []
         self._leading = False
         self._closed = False
         self._sync = ""
-        self._contended = False
         self.commits = 0
         """Transactions committed by this writer (appends share them under load)."""
         self.jobs = 0
@@ -80,16 +80,14 @@ class GroupWriter:
             if self._closed:
                 raise StoreClosedError(f"store {self._location} is closed")
             self._queue.append(job)
+            self._gather.arrived()
             while not job.done:
                 if not self._leading:
                     self._leading = True
-                    if self._contended and job.durability is Durability.FSYNC:
-                        # Other writers shared the last commit: give the ones still busy in
-                        # Python a moment to queue, so this sync serves them too.
-                        self._cond.wait(_GATHER_SECONDS)
+                    if job.durability is Durability.FSYNC:
+                        self._gather.wait(self._queue)
                     group = self._queue[:_MAX_GROUP]
                     del self._queue[:_MAX_GROUP]
-                    self._contended = len(group) > 1
                     return group
                 self._cond.wait()
             return None
@@ -102,6 +100,7 @@ class GroupWriter:
                 for job in group:
                     job.done = True
                 self._leading = False
+                self._gather.committed(len(group), len(self._queue))
                 self._cond.notify_all()
 
     def _commit(self, group: list[Job]) -> None:

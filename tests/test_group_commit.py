@@ -1,0 +1,81 @@
+"""The leader of a synced group commit waits for the writers it expects, and no longer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from eventlog.backends import group_commit
+from eventlog.backends.group_commit import Gather, GroupQueue, Job
+
+
+def test_leader_waits_until_the_expected_writers_queue() -> None:
+    lock = threading.Lock()
+    gather = Gather(lock)
+    gather.committed(3, 0)
+    queue: list[int] = [0]
+
+    def arrive(item: int) -> None:
+        time.sleep(0.0002)
+        with lock:
+            queue.append(item)
+            gather.arrived()
+
+    threads = [threading.Thread(target=arrive, args=(i,)) for i in (1, 2)]
+    with lock:
+        for th in threads:
+            th.start()
+        gather.wait(queue)
+        assert len(queue) == 3
+    for th in threads:
+        th.join()
+
+
+def test_leader_stops_waiting_at_the_deadline() -> None:
+    lock = threading.Lock()
+    gather = Gather(lock)
+    gather.committed(5, 2)  # 7 were in flight; only the leader comes back
+    assert gather.expected == 7
+    with lock:
+        t0 = time.monotonic()
+        gather.wait([0])
+        waited = time.monotonic() - t0
+    assert group_commit.GATHER_SECONDS <= waited < 1.0
+
+
+def test_a_lone_writer_never_waits() -> None:
+    lock = threading.Lock()
+    gather = Gather(lock)
+    gather.committed(1, 0)
+    with lock:
+        t0 = time.monotonic()
+        gather.wait([0])
+        assert time.monotonic() - t0 < group_commit.GATHER_SECONDS
+
+
+def test_writers_that_arrive_together_share_one_commit() -> None:
+    """8 threads each run a synced job 20 times; the queue groups them (fewer commits than
+    jobs), every job gets its own result, and the expected count follows the writers."""
+    queue = GroupQueue()
+    barrier = threading.Barrier(8)
+    results: dict[int, list[int]] = {t: [] for t in range(8)}
+
+    def commit(group: list[Job]) -> bool:
+        time.sleep(0.002)  # a sync: the others queue meanwhile
+        for job in group:
+            job.result = job.fn(None)
+        return True
+
+    def writer(t: int) -> None:
+        barrier.wait()
+        for i in range(20):
+            results[t].append(queue.run(lambda _txn, v=t * 100 + i: v, True, commit))
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == {t: [t * 100 + i for i in range(20)] for t in range(8)}
+    assert queue.jobs == 160
+    assert queue.commits <= 160 // 2
