@@ -7,6 +7,7 @@ envelope and the plain (uncompressed) payload bytes, so tampering with either is
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from eventlog.events import (
 Format = Literal["msgpack", "json"]
 
 _uuid_match = UUID_PATTERN.match
+_control_char = re.compile(r"[\x00-\x1f\x7f]").search
 GENESIS = bytes(32)
 """The previous hash of a stream's first event."""
 MAX_META_BYTES = 2048
@@ -77,7 +79,7 @@ def validate_stream_name(stream: object) -> str:
         raise ValidationError(
             f"is {len(stream)} characters, the limit is {MAX_STREAM_NAME}", field="stream"
         )
-    if any(ord(c) < 32 or ord(c) == 127 for c in stream):
+    if _control_char(stream):
         raise ValidationError(f"{stream!r} contains control characters", field="stream")
     return stream
 

@@ -153,8 +153,7 @@ class Store:
         encoded = [encode(e, i) for i, e in enumerate(events)]
         if not encoded:
             return []
-        ids = [e.id for e in encoded]
-        if len(set(ids)) != len(ids):
+        if len(encoded) > 1 and len({e.id for e in encoded}) != len(encoded):
             raise ValidationError("the same event id appears twice in one batch", field="id")
         locks = self._stream_locks
         locks.acquire(stream)

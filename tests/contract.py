@@ -259,7 +259,9 @@ class BackendContract:
         with pytest.raises(el.ValidationError, match="not registered"):
             store.append("s", [Unregistered(x=1)])
 
-    @pytest.mark.parametrize("name", ["", "   ", "a\x00b", "tab\there", "x" * 201, None])
+    @pytest.mark.parametrize(
+        "name", ["", "   ", "a\x00b", "tab\there", "a\x7fb", "end\x1f", "x" * 201, None]
+    )
     def test_bad_stream_names_are_rejected(self, store: el.Store, name: Any) -> None:
         with pytest.raises(el.ValidationError):
             store.append(name, text_events(1))
