@@ -71,6 +71,8 @@ def test_runner_tiny(tmp_path: Path) -> None:
         assert fig["limit"] > 0, key
         assert fig["ratio"] == fig["value"] / fig["limit"], key
     assert figures["storage.zstd_dict.sqlite"]["goals"], "the storage goal is checked"
+    per_commit = figures["append.writers8.sqlite"]["note"]
+    assert per_commit.endswith(" appends per commit") and float(per_commit.split()[0]) >= 1.0
     assert result["machine"]["cpus"] >= 1
     assert result["machine"]["sqlite"]
     assert result["peers"] == {}

@@ -70,11 +70,17 @@ def append_rate(
 
 
 def writers_rate(
-    backend: str, path: Path, data: Sequence[EventData], threads: int, per_thread: int
+    backend: str,
+    path: Path,
+    data: Sequence[EventData],
+    threads: int,
+    per_thread: int,
+    commits: list[tuple[int, int]] | None = None,
 ) -> float:
     """Events/s of `threads` threads each appending `per_thread` single events durably.
 
     Each thread writes its own stream; the clock runs from a common start to the last join.
+    When the backend counts its group commits, (commits, appends) is added to `commits`.
     """
     events = [el.Event(data=data[i % len(data)]) for i in range(threads * per_thread)]
     with el.open(store_url(backend, path), durability="fsync") as store:
@@ -100,6 +106,10 @@ def writers_rate(
         elapsed = time.perf_counter() - t0
         if errors:
             raise errors[0]
+        stats = getattr(store.backend, "stats", None)
+        if commits is not None and stats is not None:
+            counts = stats()
+            commits.append((counts["commits"], counts["jobs"]))
         return len(events) / elapsed
 
 

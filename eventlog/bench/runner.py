@@ -242,9 +242,10 @@ def _appends(r: _Run, backend: str) -> None:
     if single is not None:
         data = r.data[: r.sizes.single_events]
         per = r.sizes.writer_events
+        commits: list[tuple[int, int]] = []
         many, one = best_of(
             r.sizes.rounds,
-            lambda: ours.writers_rate(backend, r.path("w8"), data, THREADS, per),
+            lambda: ours.writers_rate(backend, r.path("w8"), data, THREADS, per, commits),
             lambda: ours.append_rate(backend, r.path("w1"), data[: THREADS * per], 1, "fsync"),
         )
         r.add(
@@ -258,8 +259,17 @@ def _appends(r: _Run, backend: str) -> None:
                 limit=one,
                 limit_label="eventlog, 1 writer, fsync",
                 goal=">= 3",
+                note=_per_commit(commits),
             )
         )
+
+
+def _per_commit(commits: list[tuple[int, int]]) -> str:
+    """How many appends shared a commit, over the rounds (group commit at work)."""
+    total = sum(c for c, _ in commits)
+    if not total:
+        return ""
+    return f"{sum(j for _, j in commits) / total:.1f} appends per commit"
 
 
 def _single(r: _Run, backend: str) -> float:
