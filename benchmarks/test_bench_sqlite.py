@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +26,6 @@ import msgspec
 
 import eventlog as el
 from benchmarks.common import alternate, event_union, replay_rate, report
-from eventlog.backends.sqlite import SQLiteBackend
 from eventlog.bench import figures, limits
 from eventlog.events import registered_event_types
 
@@ -102,41 +100,21 @@ def test_single_durable_appends_vs_raw(
     report(benchmark, "single durable appends (fsync)", ours, raw, 0.8)
 
 
-def _threaded(path: Path, data: list[el.EventData]) -> tuple[float, dict[str, int]]:
-    events = [el.Event(data=data[i % len(data)]) for i in range(THREADS * PER_THREAD)]
-    with el.open(_url(path), durability="fsync") as store:
-        barrier = threading.Barrier(THREADS + 1)
-
-        def worker(t: int) -> None:
-            mine = events[t * PER_THREAD : (t + 1) * PER_THREAD]
-            barrier.wait()
-            for ev in mine:
-                store.append(f"thread{t}", [ev])
-
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-        for th in threads:
-            th.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for th in threads:
-            th.join()
-        rate = len(events) / (time.perf_counter() - t0)
-        backend = store.backend
-        assert isinstance(backend, SQLiteBackend)
-        return rate, backend.stats()
-
-
 def test_group_commit_8_threads_vs_single_writer(
     benchmark: Any, workload: list[el.EventData], fresh_path: Callable[[], Path]
 ) -> None:
     data = workload[:SINGLE_EVENTS]
     single = threaded = 0.0
-    stats: dict[str, int] = {}
+    commits: list[tuple[int, int]] = []
+
+    def eight_writers() -> float:
+        return figures.writers_rate("sqlite", fresh_path(), data, THREADS, PER_THREAD, commits)
+
     for _ in range(ROUNDS):
         single = max(single, figures.append_rate("sqlite", fresh_path(), data, 1, "fsync"))
-        rate, stats = _threaded(fresh_path(), data)
-        threaded = max(threaded, rate)
-    benchmark.pedantic(lambda: _threaded(fresh_path(), data), rounds=1, iterations=1)
+        threaded = max(threaded, eight_writers())
+    benchmark.pedantic(eight_writers, rounds=1, iterations=1)
+    stats = dict(zip(("commits", "jobs"), commits[-1], strict=True))
     print(f"\ngroup commit: {stats['jobs']} appends in {stats['commits']} commits")
     benchmark.extra_info["commits"] = stats
     report(benchmark, f"{THREADS} threads durable vs one writer durable", threaded, single, 3.0)
