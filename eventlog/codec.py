@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from eventlog.backends.base import Record
+from eventlog.backends.envelope import PackedRow, decode_envelope, to_record
 from eventlog.compression import Compression
 from eventlog.errors import CorruptionError, SchemaVersionError, ValidationError
 from eventlog.events import (
@@ -310,6 +311,49 @@ class Codec:
             correlation_id=rec.correlation_id,
             hash=rec.hash.hex(),
         )
+
+    def to_events(self, rows: Sequence[PackedRow], location: str = "") -> list[RecordedEvent]:
+        """Decode packed rows to events: one envelope decode and one payload decode each.
+
+        Plain payloads of the current schema version take the fast path; compressed, upcast,
+        meta-carrying or undecodable ones go through `to_event` and its checks and messages.
+        """
+        out: list[RecordedEvent] = []
+        append = out.append
+        decoders = self._decoders
+        for position, stream, env, data in rows:
+            try:
+                e = decode_envelope(env)
+            except msgspec.MsgspecError as exc:
+                raise CorruptionError(
+                    f"envelope at position {position} does not decode: {exc}",
+                    stream=stream,
+                    location=location or None,
+                ) from exc
+            entry = decoders.get(e.type)
+            if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
+                try:
+                    value = entry[1](data)
+                except msgspec.MsgspecError:
+                    pass  # to_event below raises the CorruptionError that says where
+                else:
+                    append(
+                        RecordedEvent(
+                            id=e.id,
+                            stream=stream,
+                            seq=e.seq,
+                            position=position,
+                            ts=e.ts,
+                            data=value,
+                            meta={},
+                            causation_id=e.causation_id,
+                            correlation_id=e.correlation_id,
+                            hash=e.hash.hex(),
+                        )
+                    )
+                    continue
+            append(self.to_event(to_record(position, stream, e, data), location))
+        return out
 
 
 def _check_link(value: object, name: str, index: int) -> None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import msgspec
+
+if TYPE_CHECKING:
+    from eventlog.backends.envelope import PackedRow
 
 
 class Durability(enum.StrEnum):
@@ -110,6 +113,10 @@ class Backend(ABC):
     """Where the data lives (file, directory, URL), for messages."""
     wants_text: ClassVar[bool] = False
     """Whether append should fill `Record.text` (backends with a full-text index)."""
+    packed_reads: ClassVar[bool] = False
+    """Whether the store should read through `read_packed` / `read_all_packed`: true for
+    backends that store the packed envelope (see eventlog.backends.envelope), whose rows the
+    core decodes straight to events."""
 
     @abstractmethod
     def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
@@ -133,6 +140,26 @@ class Backend(ABC):
     @abstractmethod
     def read_all(self, after: int, limit: int) -> list[Record]:
         """Records with position > after, in position order, at most `limit`."""
+
+    def read_packed(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[PackedRow]:
+        """`read` as packed rows; this generic version packs the records `read` returns."""
+        from eventlog.backends.envelope import pack_rows
+
+        return pack_rows(self.read(stream, first, last, backwards=backwards, limit=limit))
+
+    def read_all_packed(self, after: int, limit: int) -> list[PackedRow]:
+        """`read_all` as packed rows; this generic version packs the records it returns."""
+        from eventlog.backends.envelope import pack_rows
+
+        return pack_rows(self.read_all(after, limit))
 
     @abstractmethod
     def last(self, stream: str) -> Record | None:

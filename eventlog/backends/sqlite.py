@@ -17,6 +17,8 @@ from itertools import starmap
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from eventlog.backends.base import (
     Backend,
     Conflict,
@@ -26,6 +28,7 @@ from eventlog.backends.base import (
     SearchHit,
     StreamInfo,
 )
+from eventlog.backends.envelope import PackedRow, decode_envelope, pack_envelope, unpack_record
 from eventlog.backends.sqlite_schema import FTS_TABLE, TEXT_TABLE, database_path, open_schema
 from eventlog.backends.sqlite_writer import GroupWriter
 from eventlog.errors import (
@@ -36,23 +39,9 @@ from eventlog.errors import (
     ValidationError,
 )
 
-_COLUMNS = (
-    "id, stream, seq, ts, type, version, data, meta, causation_id, correlation_id, hash, codec, "
-    "position"
-)
-"""Selected in `Record`'s field order, so a row is `Record(*row)`."""
-_SELECT = f"SELECT {_COLUMNS} FROM events"
-_INSERT = (
-    "INSERT INTO events (id, stream, seq, ts, type, version, data, meta, causation_id, "
-    "correlation_id, hash, codec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_PLAIN = (
-    "INSERT INTO events (id, stream, seq, ts, type, version, data, meta, causation_id, "
-    "correlation_id, hash, codec) VALUES (?, ?, ?, ?, ?, ?, ?, X'', NULL, NULL, ?, ?)"
-)
-"""For events without meta or links (most of them): sqlite3 adapts every bytes or None
-parameter through a registry lookup, so binding three fewer of them saves about a fifth of
-an insert's cost."""
+_SELECT = "SELECT position, stream, env, data FROM events"
+"""A packed row (see eventlog.backends.envelope): four columns instead of one per field."""
+_INSERT = "INSERT INTO events (id, stream, seq, ts, type, env, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _FORKED = "SELECT 1 FROM forks WHERE stream = ?"
 _INSERT_TEXT = f"INSERT INTO {TEXT_TABLE} (position, text) VALUES (?, ?)"
 _STREAM_NAMES = """
@@ -222,19 +211,8 @@ class SQLiteBackend(Backend):
             return []
         search = self.search_enabled
 
-        plain = all(
-            not r.meta and r.causation_id is None and r.correlation_id is None for r in records
-        )
         # Built before taking the write lock, so the transaction only runs SQL.
-        sql = _INSERT_PLAIN if plain else _INSERT
-        rows = (
-            [
-                (r.id, r.stream, r.seq, r.ts, r.type, r.version, r.data, r.hash, r.codec)
-                for r in records
-            ]
-            if plain
-            else [_row(r) for r in records]
-        )
+        rows = [(r.id, r.stream, r.seq, r.ts, r.type, pack_envelope(r), r.data) for r in records]
         texts = [(i, r.text) for i, r in enumerate(records, 1) if r.text] if search else []
         first = records[0]
 
@@ -246,9 +224,9 @@ class SQLiteBackend(Backend):
             # position is the rowid: SQLite gives a row max(rowid) + 1, and the write lock held
             # since BEGIN IMMEDIATE makes one append's positions consecutive.
             if len(rows) == 1:
-                last = conn.execute(sql, rows[0]).lastrowid
+                last = conn.execute(_INSERT, rows[0]).lastrowid
             else:
-                conn.executemany(sql, rows)
+                conn.executemany(_INSERT, rows)
                 last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
             assert last is not None
             head = last - len(rows)
@@ -261,6 +239,31 @@ class SQLiteBackend(Backend):
 
     # -- reads -----------------------------------------------------------------------------
 
+    packed_reads = True
+
+    def read_packed(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[PackedRow]:
+        """Own packed rows with first <= seq <= last through the (stream, seq) index."""
+        order = "DESC" if backwards else "ASC"
+        upper = (1 << 62) if last is None else last
+        return self._query(
+            f"{_SELECT} WHERE stream = ? AND seq >= ? AND seq <= ? ORDER BY seq {order} LIMIT ?",
+            (stream, first, upper, -1 if limit is None else limit),
+        )
+
+    def read_all_packed(self, after: int, limit: int) -> list[PackedRow]:
+        """Packed rows after a position, in position (rowid) order."""
+        return self._query(
+            f"{_SELECT} WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
+        )
+
     def read(
         self,
         stream: str,
@@ -270,26 +273,35 @@ class SQLiteBackend(Backend):
         backwards: bool = False,
         limit: int | None = None,
     ) -> list[Record]:
-        """Own records with first <= seq <= last through the (stream, seq) index."""
-        order = "DESC" if backwards else "ASC"
-        upper = (1 << 62) if last is None else last
-        rows = self._query(
-            f"{_SELECT} WHERE stream = ? AND seq >= ? AND seq <= ? ORDER BY seq {order} LIMIT ?",
-            (stream, first, upper, -1 if limit is None else limit),
+        """Own records with first <= seq <= last."""
+        return self._records(
+            self.read_packed(stream, first, last, backwards=backwards, limit=limit)
         )
-        return list(starmap(Record, rows))
 
     def read_all(self, after: int, limit: int) -> list[Record]:
-        """Records after a position, in position (rowid) order."""
-        rows = self._query(
-            f"{_SELECT} WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
-        )
-        return list(starmap(Record, rows))
+        """Records after a position, in position order."""
+        return self._records(self.read_all_packed(after, limit))
 
     def last(self, stream: str) -> Record | None:
         """The stream's own record with the highest seq."""
         rows = self._query(f"{_SELECT} WHERE stream = ? ORDER BY seq DESC LIMIT 1", (stream,))
-        return Record(*rows[0]) if rows else None
+        return self._records(rows)[0] if rows else None
+
+    def _records(self, rows: list[PackedRow]) -> list[Record]:
+        """Records of packed rows; a damaged envelope is a CorruptionError saying where."""
+        try:
+            return list(starmap(unpack_record, rows))
+        except msgspec.MsgspecError:
+            for position, stream, env, _ in rows:
+                try:
+                    decode_envelope(env)
+                except msgspec.MsgspecError as exc:
+                    raise CorruptionError(
+                        f"envelope at position {position} does not decode: {exc}",
+                        stream=stream,
+                        location=self.location,
+                    ) from exc
+            raise
 
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
         """Records for whichever ids exist, via the unique id index."""
@@ -297,8 +309,7 @@ class SQLiteBackend(Backend):
         for start in range(0, len(ids), _ID_CHUNK):
             chunk = list(ids[start : start + _ID_CHUNK])
             marks = ", ".join("?" * len(chunk))
-            for row in self._query(f"{_SELECT} WHERE id IN ({marks})", chunk):
-                rec = Record(*row)
+            for rec in self._records(self._query(f"{_SELECT} WHERE id IN ({marks})", chunk)):
                 found[rec.id] = rec
         return found
 
@@ -473,21 +484,3 @@ def _flag(options: dict[str, str], name: str) -> bool | None:
     if value.lower() in _FALSE:
         return False
     raise UsageError(f"option {name} must be on or off, got {value!r}")
-
-
-def _row(r: Record) -> tuple[object, ...]:
-    """The insert parameters of a record with meta or links."""
-    return (
-        r.id,
-        r.stream,
-        r.seq,
-        r.ts,
-        r.type,
-        r.version,
-        r.data,
-        r.meta,
-        r.causation_id,
-        r.correlation_id,
-        r.hash,
-        r.codec,
-    )

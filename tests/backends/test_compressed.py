@@ -18,6 +18,7 @@ import pytest
 import eventlog as el
 import tests.backends.test_jsonl as jsonl_tests
 import tests.backends.test_sqlite as sqlite_tests
+from eventlog.backends.envelope import decode_envelope
 from eventlog.backends.jsonl import JSONLBackend
 from eventlog.backends.memory import MemoryBackend
 from eventlog.backends.sqlite import SQLiteBackend
@@ -58,10 +59,10 @@ class TestSQLiteCompressed(sqlite_tests.TestSQLite):
         assert isinstance(backend, SQLiteBackend)
         conn = sqlite3.connect(backend.path)
         with conn:
-            (data, codec) = conn.execute(
-                "SELECT data, codec FROM events WHERE stream = ? AND seq = ?", (stream, seq)
+            (data, env) = conn.execute(
+                "SELECT data, env FROM events WHERE stream = ? AND seq = ?", (stream, seq)
             ).fetchone()
-            assert codec == 1
+            assert decode_envelope(env).codec == 1
             conn.execute(
                 "UPDATE events SET data = ? WHERE stream = ? AND seq = ?",
                 (flipped(data), stream, seq),

@@ -184,37 +184,104 @@ def test_group_commit_fork_seq1_fails_only_its_caller(tmp_path: Path) -> None:
     backend.close()
 
 
-def test_v1_store_is_migrated_and_keeps_its_events(tmp_path: Path) -> None:
-    """A schema v1 store (with the per-row fork trigger) opens as v2 with its events intact."""
-    path = tmp_path / "v1.db"
-    with el.open(url_for(path)) as store:
-        store.append("p", text_events(3))
-        store.fork("p", "f", at_seq=2)
-        store.append("f", text_events(2, "f"))
-        before = [e.id for e in store.read("f")]
-    # Turn it back into what eventlog wrote at schema v1.
+_V2_INSERT = (
+    "INSERT INTO events (id, stream, seq, ts, type, version, data, meta, causation_id, "
+    "correlation_id, hash, codec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""How schema v1 and v2 stored an event: one column per envelope field."""
+
+
+def _old_store(path: Path, version: int) -> list[el.RecordedEvent]:
+    """A store at schema `version` (1 or 2) holding events written through a memory store.
+
+    Returns the events as the memory store reads them, which the migrated store must equal.
+    """
+    with el.open("memory://") as mem:
+        mem.append("p", text_events(3))
+        mem.append(
+            "p",
+            [
+                el.Event(
+                    data=el.ModelInput.from_text("linked"),
+                    meta={"user": "u1", "n": 2},
+                    causation_id="cause-1",
+                    correlation_id="corr-1",
+                )
+            ],
+        )
+        mem.fork("p", "f", at_seq=2)
+        mem.append("f", text_events(2, "f"))
+        records = mem.backend.read_all(0, 100)
+        forks = mem.backend.list_forks()
+        expected = list(mem.read_all())
+    sqlite_schema._create(path, search=False, target=version)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute(sqlite_schema._TRIGGERS[0])
-    conn.execute("DELETE FROM eventlog_schema WHERE version = 2")
+    with conn:
+        conn.executemany(
+            "INSERT INTO forks (stream, parent, at_seq, ts) VALUES (?, ?, ?, ?)",
+            [(f.stream, f.parent, f.at_seq, f.ts) for f in forks],
+        )
+        conn.executemany(
+            _V2_INSERT,
+            [
+                (r.id, r.stream, r.seq, r.ts, r.type, r.version, r.data, r.meta)
+                + (r.causation_id, r.correlation_id, r.hash, r.codec)
+                for r in records
+            ],
+        )
     conn.close()
-    assert sqlite_schema.inspect(path) == (1, False)
+    assert sqlite_schema.inspect(path) == (version, False)
+    return expected
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_store_is_migrated_and_keeps_its_events(tmp_path: Path, version: int) -> None:
+    """A v1 or v2 store (one column per field) opens as the current schema with every event,
+    its meta, links and hash intact, reads through both read paths, and takes new appends."""
+    path = tmp_path / f"v{version}.db"
+    expected = _old_store(path, version)
 
     with el.open(url_for(path)) as store:
-        assert [e.id for e in store.read("f")] == before
+        assert list(store.read_all()) == expected
+        assert list(store.read("f")) == [e for e in expected if e.stream == "p"][:2] + [
+            e for e in expected if e.stream == "f"
+        ]
         assert store.verify().ok
         backend = store.backend
         assert isinstance(backend, SQLiteBackend)
+        assert [store.codec.to_event(r) for r in backend.read_all(0, 100)] == expected
         seq1 = Record(
             el.new_event_id(), "f", 1, 1, "checkpoint", 1, b"\x80", b"", None, None, bytes(32)
         )
         with pytest.raises(Conflict):
             backend.append([seq1], Durability.NONE)
         store.append("f", text_events(1, "g"))
+        assert store.verify().ok
     conn = sqlite3.connect(path)
     triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(events)")]
     conn.close()
     assert sqlite_schema.inspect(path) == (sqlite_schema.SCHEMA_VERSION, False)
     assert "events_fork_guard" not in triggers and "forks_guard" in triggers
+    assert columns == ["position", "id", "stream", "seq", "ts", "type", "data", "env"]
+
+
+def test_damaged_envelope_is_a_corruption_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "env.db"
+    with el.open(url_for(path)) as store:
+        store.append("s", text_events(3))
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE events SET env = X'c1' WHERE seq = 2")
+    conn.close()
+    with el.open(url_for(path)) as store:
+        with pytest.raises(el.CorruptionError, match=r"env\.db.*'s'.*position 2"):
+            list(store.read("s"))
+        with pytest.raises(el.CorruptionError, match=r"env\.db.*position 2"):
+            store.backend.read("s", 1, None)
+        with pytest.raises(el.CorruptionError, match="position 2"):
+            list(store.read_all())
+        assert [e.seq for e in store.read("s", 1, 1)] == [1]
 
 
 # -- opening bad files: clear errors, nothing modified ------------------------------------------
