@@ -10,6 +10,7 @@ eventlog is reported by name and never modified.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import time
@@ -21,6 +22,8 @@ import sqlite_utils
 
 from eventlog.backends.envelope import pack_fields
 from eventlog.errors import CorruptionError, SchemaVersionError, UsageError
+
+log = logging.getLogger("eventlog.backends.sqlite")
 
 SCHEMA_VERSION = 3
 """The schema version this eventlog writes and reads."""
@@ -115,8 +118,12 @@ def _v3(db: sqlite_utils.Database, search: bool) -> None:
     for the indexes, `list_streams` and people querying the file with SQL.
     """
     conn = db.conn
+    count = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    started = time.perf_counter()
+    if count:
+        log.info("packing the envelopes of %d events (schema v3)", count)
     conn.execute("ALTER TABLE events ADD COLUMN env BLOB NOT NULL DEFAULT X''")
-    after = 0
+    after = done = 0
     while True:
         rows = conn.execute(
             "SELECT position, seq, id, ts, type, version, meta, causation_id, correlation_id, "
@@ -129,9 +136,12 @@ def _v3(db: sqlite_utils.Database, search: bool) -> None:
             "UPDATE events SET env = ? WHERE position = ?",
             [(pack_fields(row[1:]), row[0]) for row in rows],
         )
-        after = rows[-1][0]
+        after, done = rows[-1][0], done + len(rows)
+        log.debug("packed %d of %d envelopes", done, count)
     for column in _PACKED_FIELDS:
         conn.execute(f"ALTER TABLE events DROP COLUMN {column}")
+    if count:
+        log.info("packed %d envelopes in %.1f s", count, time.perf_counter() - started)
 
 
 Migration = Callable[[sqlite_utils.Database, bool], None]

@@ -235,12 +235,18 @@ def _old_store(path: Path, version: int) -> list[el.RecordedEvent]:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_older_store_is_migrated_and_keeps_its_events(tmp_path: Path, version: int) -> None:
+def test_older_store_is_migrated_and_keeps_its_events(
+    tmp_path: Path, version: int, caplog: pytest.LogCaptureFixture
+) -> None:
     """A v1 or v2 store (one column per field) opens as the current schema with every event,
     its meta, links and hash intact, reads through both read paths, and takes new appends."""
     path = tmp_path / f"v{version}.db"
     expected = _old_store(path, version)
 
+    with caplog.at_level("INFO", logger="eventlog.backends.sqlite"), el.open(url_for(path)):
+        pass
+    assert f"packing the envelopes of {len(expected)} events" in caplog.text
+    assert f"packed {len(expected)} envelopes in" in caplog.text
     with el.open(url_for(path)) as store:
         assert list(store.read_all()) == expected
         assert list(store.read("f")) == [e for e in expected if e.stream == "p"][:2] + [
