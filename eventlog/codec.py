@@ -14,7 +14,7 @@ from typing import Any, Literal
 import msgspec
 
 from eventlog.backends.base import Record
-from eventlog.backends.envelope import PackedRow, decode_envelope, to_record
+from eventlog.backends.envelope import PackedRow, damaged, decode_envelope, to_record
 from eventlog.compression import Compression
 from eventlog.errors import CorruptionError, SchemaVersionError, ValidationError
 from eventlog.events import (
@@ -325,11 +325,7 @@ class Codec:
             try:
                 e = decode_envelope(env)
             except msgspec.MsgspecError as exc:
-                raise CorruptionError(
-                    f"envelope at position {position} does not decode: {exc}",
-                    stream=stream,
-                    location=location or None,
-                ) from exc
+                raise damaged(exc, position, stream, location) from exc
             entry = decoders.get(e.type)
             if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
                 try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from eventlog.backends.base import Record
+from eventlog.errors import CorruptionError
 
 
 class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -34,6 +35,15 @@ PackedRow = tuple[int, str, bytes, bytes]
 _encode = msgspec.msgpack.Encoder().encode
 decode_envelope = msgspec.msgpack.Decoder(Envelope).decode
 """Packed bytes -> Envelope; raises msgspec.DecodeError on damaged bytes."""
+
+
+def damaged(exc: Exception, position: int, stream: str, location: str) -> CorruptionError:
+    """The error for an envelope that does not decode, naming where it is stored."""
+    return CorruptionError(
+        f"envelope at position {position} does not decode: {exc}",
+        stream=stream,
+        location=location or None,
+    )
 
 
 def pack_fields(fields: tuple[object, ...]) -> bytes:

@@ -28,7 +28,13 @@ from eventlog.backends.base import (
     SearchHit,
     StreamInfo,
 )
-from eventlog.backends.envelope import PackedRow, decode_envelope, pack_envelope, unpack_record
+from eventlog.backends.envelope import (
+    PackedRow,
+    damaged,
+    decode_envelope,
+    pack_envelope,
+    unpack_record,
+)
 from eventlog.backends.sqlite_schema import FTS_TABLE, TEXT_TABLE, database_path, open_schema
 from eventlog.backends.sqlite_writer import GroupWriter
 from eventlog.errors import (
@@ -296,11 +302,7 @@ class SQLiteBackend(Backend):
                 try:
                     decode_envelope(env)
                 except msgspec.MsgspecError as exc:
-                    raise CorruptionError(
-                        f"envelope at position {position} does not decode: {exc}",
-                        stream=stream,
-                        location=self.location,
-                    ) from exc
+                    raise damaged(exc, position, stream, self.location) from exc
             raise
 
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
