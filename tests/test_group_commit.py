@@ -19,7 +19,7 @@ def test_leader_waits_until_the_expected_writers_queue() -> None:
         time.sleep(0.0002)
         with lock:
             queue.append(item)
-            gather.arrived()
+            gather.arrived(len(queue))
 
     threads = [threading.Thread(target=arrive, args=(i,)) for i in (1, 2)]
     with lock:

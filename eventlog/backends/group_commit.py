@@ -37,9 +37,13 @@ class Gather:
         self.expected = 1
         """Writers in flight at the last commit."""
 
-    def arrived(self) -> None:
-        """A job was queued: wake the gathering leader (no one else)."""
-        if self._waiting:
+    def arrived(self, queued: int) -> None:
+        """A job was queued, making `queued`: wake the gathering leader once it has them all.
+
+        Waking it for each arrival would cost a thread switch per writer, in the cycle every
+        writer waits on.
+        """
+        if self._waiting and queued >= self.expected:
             self._arrivals.notify()
 
     def wait(self, queue: Sized) -> None:
@@ -97,7 +101,7 @@ class GroupQueue:
         job = Job(fn, sync)
         with self._cond:
             self._queue.append(job)
-            self._gather.arrived()
+            self._gather.arrived(len(self._queue))
         while True:
             with self._cond:
                 while self._leading and not job.done:

@@ -80,7 +80,7 @@ class GroupWriter:
             if self._closed:
                 raise StoreClosedError(f"store {self._location} is closed")
             self._queue.append(job)
-            self._gather.arrived()
+            self._gather.arrived(len(self._queue))
             while not job.done:
                 if not self._leading:
                     self._leading = True
