@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -23,6 +23,7 @@ from eventlog.events import (
     EventData,
     RecordedEvent,
     event_type,
+    registered_event_types,
     tag_of,
     upcaster,
 )
@@ -83,6 +84,47 @@ def validate_stream_name(stream: object) -> str:
     if _control_char(stream):
         raise ValidationError(f"{stream!r} contains control characters", field="stream")
     return stream
+
+
+class PayloadTypes(NamedTuple):
+    """Every registered payload class as one tagged union, for one-pass decoding.
+
+    A backend whose stored form holds the payload inline (JSONL lines) can decode the envelope
+    and the typed payload in one call; `kinds` then says whether the result may be used as is:
+    the decoded class's tag must be the envelope's type and its schema version the stored one.
+    """
+
+    union: Any
+    kinds: dict[type, tuple[str, int]]
+    """payload class -> (tag, current schema version)."""
+
+
+_payload_types: tuple[int, PayloadTypes | None] = (-1, None)
+
+
+def _registered_union() -> PayloadTypes | None:
+    """The registered payload classes as a `PayloadTypes`, rebuilt when a class is registered.
+
+    None if they cannot form a msgspec tagged union (a class with a tag field of its own):
+    callers then decode each payload with its own class.
+    """
+    global _payload_types
+    classes = registered_event_types()
+    count, types = _payload_types
+    if count == len(classes):  # tags are never re-bound, so the count says when this changes
+        return types
+    kinds = {cls: (tag, cls.__schema_version__) for tag, cls in classes.items()}
+    union: Any = None
+    for cls in classes.values():
+        union = cls if union is None else union | cls
+    try:
+        msgspec.json.Decoder(union)
+    except TypeError:
+        types = None
+    else:
+        types = PayloadTypes(union, kinds)
+    _payload_types = (len(classes), types)
+    return types
 
 
 class Encoded(msgspec.Struct, frozen=True, gc=False):
@@ -207,6 +249,10 @@ class Codec:
                 index=index,
             )
         return encoded
+
+    def payload_types(self) -> PayloadTypes | None:
+        """The registered payload classes as one union, for one-pass decoders (or None)."""
+        return _registered_union()
 
     def pack(self, plain: bytes) -> tuple[bytes, int]:
         """Compress a payload for storage; returns (stored bytes, codec id)."""

@@ -418,16 +418,9 @@ class Store:
         self, stream: str, first: int, last: int | None, backwards: bool, n: int
     ) -> list[RecordedEvent]:
         """One page of a stream's own events, decoded (whole pages: cheaper than a yield each)."""
-        backend = self._backend
-        if backend.packed_reads:
-            rows = backend.read_packed(stream, first, last, backwards=backwards, limit=n)
-            return self._codec.to_events(rows, self.location)
-        to_event = self._codec.to_event
-        location = self.location
-        return [
-            to_event(rec, location)
-            for rec in backend.read(stream, first, last, backwards=backwards, limit=n)
-        ]
+        return self._backend.read_events(
+            stream, first, last, self._codec, backwards=backwards, limit=n
+        )
 
     def read_last(self, stream: str, n: int) -> list[RecordedEvent]:
         """The last n events of a stream, oldest first."""
@@ -450,13 +443,9 @@ class Store:
         remaining = limit
         backend = self._backend
         codec = self._codec
-        location = self.location
         while remaining is None or remaining > 0:
             n = PAGE if remaining is None else min(PAGE, remaining)
-            if backend.packed_reads:
-                page = codec.to_events(backend.read_all_packed(after, n), location)
-            else:
-                page = [codec.to_event(rec, location) for rec in backend.read_all(after, n)]
+            page = backend.read_all_events(after, n, codec)
             yield from page
             if remaining is not None:
                 remaining -= len(page)

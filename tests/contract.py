@@ -379,6 +379,36 @@ class BackendContract:
         ] + [("t", 1, 7), ("t", 2, 8)]
         assert events[4].meta == {"k": [1, 2]} and events[4].causation_id == "c1"
 
+    def test_read_events_agrees_with_decoding_each_record(self, store: el.Store) -> None:
+        """`read_events` / `read_all_events` (what the store reads through; one-pass on some
+        backends) give exactly the events `to_event` makes of `read` / `read_all`."""
+        store.append("s", text_events(4))
+        store.append(
+            "s",
+            [
+                el.Event(data=el.Custom(kind="k", data={"data": '","data":'}), meta={"m": [1]}),
+                el.Event(data=el.Checkpoint(label="c"), causation_id="a", correlation_id="b"),
+                el.Event(data=el.ModelInput.from_text("x" * 5000)),
+            ],
+        )
+        store.append("t", text_events(3, "t"))
+        backend, codec = store.backend, store.codec
+        for backwards, first, limit in [
+            (False, 1, None),
+            (True, 1, None),
+            (False, 3, 2),
+            (True, 2, 3),
+        ]:
+            records = backend.read("s", first, None, backwards=backwards, limit=limit)
+            events = backend.read_events("s", first, None, codec, backwards=backwards, limit=limit)
+            assert events == [codec.to_event(r) for r in records]
+            assert events  # the comparison above is over something
+        for after, limit in [(0, 100), (2, 3), (6, 100), (10, 5)]:
+            records = backend.read_all(after, limit)
+            events = backend.read_all_events(after, limit, codec)
+            assert events == [codec.to_event(r) for r in records]
+        assert [e.position for e in backend.read_all_events(0, 100, codec)] == list(range(1, 11))
+
     def test_missing_stream(self, store: el.Store) -> None:
         with pytest.raises(el.StreamNotFoundError):
             list(store.read("nope"))

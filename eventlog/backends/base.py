@@ -17,6 +17,8 @@ import msgspec
 
 if TYPE_CHECKING:
     from eventlog.backends.envelope import PackedRow
+    from eventlog.codec import Codec
+    from eventlog.events import RecordedEvent
 
 
 class Durability(enum.StrEnum):
@@ -160,6 +162,35 @@ class Backend(ABC):
         from eventlog.backends.envelope import pack_rows
 
         return pack_rows(self.read_all(after, limit))
+
+    def read_events(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        codec: Codec,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """`read`, decoded to events by `codec` (what the store reads through).
+
+        This generic version decodes what `read_packed` (with `packed_reads`) or `read` returns;
+        a backend whose stored form allows it decodes envelope and payload in one pass instead.
+        """
+        if self.packed_reads:
+            rows = self.read_packed(stream, first, last, backwards=backwards, limit=limit)
+            return codec.to_events(rows, self.location)
+        to_event, location = codec.to_event, self.location
+        records = self.read(stream, first, last, backwards=backwards, limit=limit)
+        return [to_event(rec, location) for rec in records]
+
+    def read_all_events(self, after: int, limit: int, codec: Codec) -> list[RecordedEvent]:
+        """`read_all`, decoded to events by `codec` (see `read_events`)."""
+        if self.packed_reads:
+            return codec.to_events(self.read_all_packed(after, limit), self.location)
+        to_event, location = codec.to_event, self.location
+        return [to_event(rec, location) for rec in self.read_all(after, limit)]
 
     @abstractmethod
     def last(self, stream: str) -> Record | None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 
@@ -36,6 +36,10 @@ from eventlog.backends.base import Backend, Conflict, Durability, ForkInfo, Reco
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.jsonl_names import is_stem, stem_for
 from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
+from eventlog.events import RecordedEvent
+
+if TYPE_CHECKING:
+    from eventlog.codec import Codec
 
 log = logging.getLogger("eventlog.backends.jsonl")
 
@@ -178,6 +182,40 @@ def _sync_pool() -> ThreadPoolExecutor:
         if not _SYNC_POOL:
             _SYNC_POOL.append(ThreadPoolExecutor(8, thread_name_prefix="eventlog-jsonl-sync"))
         return _SYNC_POOL[0]
+
+
+P = TypeVar("P")
+_HexHash = Annotated[str, msgspec.Meta(min_length=64, max_length=64)]
+"""A SHA-256 hex digest's length (a pattern would cost a regex match per line; `verify` checks
+the digest itself)."""
+
+
+class _TypedLine(msgspec.Struct, Generic[P], kw_only=True, gc=False):
+    """A line decoded in one pass with its payload typed: the read path's form of `Line`.
+
+    `P` is the tagged union of the registered payload classes (`eventlog.codec.PayloadTypes`).
+    A compressed line has no `data` (None here); such lines, and any this form rejects, are
+    read through `Line` and the codec, which raise the errors that say what is wrong.
+    """
+
+    seq: int
+    pos: int
+    id: str
+    ts: int
+    type: str
+    v: int
+    batch_end: int
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    hash: _HexHash
+    codec: int = 0
+    meta: dict[str, Any] = {}
+    data: P | None = None
+
+
+@functools.lru_cache(maxsize=4)
+def _typed_line_decoder(union: Any) -> msgspec.json.Decoder[_TypedLine[Any]]:
+    return msgspec.json.Decoder(_TypedLine[union])
 
 
 def _encode_lines(records: Sequence[Record], first_pos: int) -> bytes:
@@ -793,10 +831,18 @@ class JSONLBackend(Backend):
             if seq >= b.seq + b.n:
                 i += 1
                 b = st.batches[i]
-            out.append(_to_record(line, payload, st.name, b.pos + seq - b.seq))
+            out.append(self._record(st, line, payload, b.pos + seq - b.seq))
             off = nl + 1
             seq += 1
         return out
+
+    @staticmethod
+    def _record(st: _Stream, line: Line, payload: bytes, position: int) -> Record:
+        """The record of a decoded line; CorruptionError if its hash is not hex."""
+        try:
+            return _to_record(line, payload, st.name, position)
+        except ValueError as exc:
+            raise _damaged(st, line.seq, f"hash is not hex: {exc}") from exc
 
     @staticmethod
     def _decode_at(st: _Stream, seq: int, buf: bytes, off: int, nl: int) -> tuple[Line, bytes]:
@@ -817,6 +863,89 @@ class JSONLBackend(Backend):
             raise _damaged(st, seq, f"has seq {line.seq}, not {seq}")
         return line, payload
 
+    def _event_range(self, st: _Stream, lo: int, hi: int, codec: Codec) -> list[RecordedEvent]:
+        """Events lo..hi of a stream: `_read_range` with each line decoded in one pass.
+
+        A line takes one typed decode straight to its event when it is plain (uncompressed)
+        and of its type's current schema version; any other line, or one the typed form
+        rejects, goes through `_decode_at` and the codec, as `_read_range` + `to_event` would.
+        """
+        types = codec.payload_types()
+        if types is None:
+            to_event, location = codec.to_event, self.location
+            return [to_event(rec, location) for rec in self._read_range(st, lo, hi)]
+        decode = _typed_line_decoder(types.union).decode
+        kinds = types.kinds
+        i = bisect.bisect_right(st.seqs, lo) - 1
+        j = bisect.bisect_right(st.seqs, hi) - 1
+        b = st.batches[i]
+        buf = os.pread(self._fd(st), st.batches[j].end - b.offset, b.offset)
+        view = memoryview(buf)
+        find, name = buf.find, st.name
+        seq, off = b.seq, 0
+        while seq < lo:  # lines of the first batch before the range
+            off = find(b"\n", off) + 1
+            seq += 1
+        out: list[RecordedEvent] = []
+        append = out.append
+        while seq <= hi:
+            nl = find(b"\n", off)
+            if nl <= off:
+                raise _damaged(st, seq, "line is missing or empty (was the file modified?)")
+            if seq >= b.seq + b.n:
+                i += 1
+                b = st.batches[i]
+            try:
+                line = decode(view[off:nl])
+            except msgspec.MsgspecError:
+                line = None
+            if (
+                line is not None
+                and line.seq == seq
+                and not line.codec
+                and (data := line.data) is not None
+                and kinds.get(type(data)) == (line.type, line.v)
+            ):
+                append(
+                    RecordedEvent(
+                        id=line.id,
+                        stream=name,
+                        seq=seq,
+                        position=b.pos + seq - b.seq,
+                        ts=line.ts,
+                        data=data,
+                        meta=line.meta,
+                        causation_id=line.causation_id,
+                        correlation_id=line.correlation_id,
+                        hash=line.hash,
+                    )
+                )
+            else:
+                slow, payload = self._decode_at(st, seq, buf, off, nl)
+                rec = self._record(st, slow, payload, b.pos + seq - b.seq)
+                append(codec.to_event(rec, self.location))
+            off = nl + 1
+            seq += 1
+        view.release()
+        return out
+
+    def _bounds(
+        self, stream: str, first: int, last: int | None, backwards: bool, limit: int | None
+    ) -> tuple[_Stream, int, int] | None:
+        """The stream and the committed seq range a read covers (call with the mutex held)."""
+        self._refresh()
+        st = self._stream(stream)
+        if st is None or not st.batches or (limit is not None and limit <= 0):
+            return None
+        lo = max(first, st.first_seq)
+        hi = st.last_seq if last is None else min(last, st.last_seq)
+        if limit is not None:
+            if backwards:
+                lo = max(lo, hi - limit + 1)
+            else:
+                hi = min(hi, lo + limit - 1)
+        return None if lo > hi else (st, lo, hi)
+
     def read(
         self,
         stream: str,
@@ -828,41 +957,61 @@ class JSONLBackend(Backend):
     ) -> list[Record]:
         """Own records of a stream by seq range, read from the file's committed bytes."""
         with self._mutex:
-            self._refresh()
-            st = self._stream(stream)
-            if st is None or not st.batches:
-                return []
-            lo = max(first, st.first_seq)
-            hi = st.last_seq if last is None else min(last, st.last_seq)
-            if limit is not None:
-                if limit <= 0:
-                    return []
-                if backwards:
-                    lo = max(lo, hi - limit + 1)
-                else:
-                    hi = min(hi, lo + limit - 1)
-            if lo > hi:
-                return []
-            out = self._read_range(st, lo, hi)
+            found = self._bounds(stream, first, last, backwards, limit)
+            out = [] if found is None else self._read_range(*found)
         if backwards:
             out.reverse()
         return out
+
+    def read_events(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        codec: Codec,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """`read` decoded to events, each plain line in one pass (see `_event_range`)."""
+        with self._mutex:
+            found = self._bounds(stream, first, last, backwards, limit)
+            out = [] if found is None else self._event_range(*found, codec)
+        if backwards:
+            out.reverse()
+        return out
+
+    def _ranges(self, after: int, limit: int) -> list[tuple[_Stream, int, int]]:
+        """(stream, lo, hi) runs holding the records with position > after, at most `limit`."""
+        runs: list[tuple[_Stream, int, int]] = []
+        i = max(bisect.bisect_right(self._positions, after) - 1, 0)
+        while i < len(self._batches) and limit > 0:
+            b = self._batches[i]
+            i += 1
+            skip = max(after + 1 - b.pos, 0)
+            if skip >= b.n:
+                continue
+            take = min(b.n - skip, limit)
+            runs.append((self._streams[b.stem], b.seq + skip, b.seq + skip + take - 1))
+            limit -= take
+        return runs
 
     def read_all(self, after: int, limit: int) -> list[Record]:
         """Records with position > after, batch by batch from the commit index."""
         with self._mutex:
             self._refresh()
             out: list[Record] = []
-            i = max(bisect.bisect_right(self._positions, after) - 1, 0)
-            while i < len(self._batches) and len(out) < limit:
-                b = self._batches[i]
-                i += 1
-                skip = max(after + 1 - b.pos, 0)
-                if skip >= b.n:
-                    continue
-                st = self._streams[b.stem]
-                take = min(b.n - skip, limit - len(out))
-                out.extend(self._read_range(st, b.seq + skip, b.seq + skip + take - 1))
+            for run in self._ranges(after, limit):
+                out.extend(self._read_range(*run))
+            return out
+
+    def read_all_events(self, after: int, limit: int, codec: Codec) -> list[RecordedEvent]:
+        """`read_all` decoded to events, each plain line in one pass (see `_event_range`)."""
+        with self._mutex:
+            self._refresh()
+            out: list[RecordedEvent] = []
+            for run in self._ranges(after, limit):
+                out.extend(self._event_range(*run, codec))
             return out
 
     def last(self, stream: str) -> Record | None:

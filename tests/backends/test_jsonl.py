@@ -20,6 +20,7 @@ from eventlog.backends import jsonl as jsonl_backend
 from eventlog.backends.base import Record
 from eventlog.backends.jsonl import JSONLBackend
 from eventlog.backends.jsonl_names import is_stem, stem_for
+from tests import strategies
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -602,3 +603,87 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
         assert store.stream_info("y").last_seq == 2
         assert store.stream_info("z").last_seq == 1
         assert store.verify().ok
+
+
+# -- one-pass reads ----------------------------------------------------------------------------
+
+
+@el.register_event_type
+class _Versioned(el.EventData, frozen=True, tag="tests.jsonl.versioned"):
+    """Schema version 2: field `bb` was `aa` in version 1 (the default hides a wrong decode)."""
+
+    __schema_version__ = 2
+    bb: str = ""
+
+
+@el.register_upcaster("tests.jsonl.versioned", from_version=1)
+def _versioned_v1_to_v2(old: dict[str, object]) -> dict[str, object]:
+    return {"bb": old["aa"]}
+
+
+@el.register_event_type
+class _TwinA(el.EventData, frozen=True, tag="tests.jsonl.twin_a"):
+    x: int
+
+
+@el.register_event_type
+class _TwinB(el.EventData, frozen=True, tag="tests.jsonl.twin_b"):
+    x: int
+
+
+def _edit_line(path: Path, line_no: int, old: bytes, new: bytes) -> None:
+    """Replace the first `old` in one line with `new` of the same length."""
+    assert len(old) == len(new)
+    start, end = _line_span(path, line_no)
+    data = path.read_bytes()
+    line = data[start:end]
+    assert old in line, line
+    path.write_bytes(data[:start] + line.replace(old, new, 1) + data[end:])
+
+
+@given(st.lists(strategies.events, min_size=1, max_size=6))
+def test_one_pass_reads_equal_the_record_path(
+    tmp_path_factory: pytest.TempPathFactory, events: list[el.Event]
+) -> None:
+    """Whatever the events (meta, links, every payload kind), reading a line in one typed pass
+    gives the same event as decoding its record, and the event appended."""
+    root = tmp_path_factory.mktemp("onepass")
+    with _open(root) as store:
+        stored = store.append("s", events)
+        backend, codec = _backend(store), store.codec
+        by_record = [codec.to_event(r) for r in backend.read("s", 1, None)]
+        assert backend.read_events("s", 1, None, codec) == by_record == stored
+        assert list(store.read("s")) == stored
+        assert list(store.read_all()) == stored
+
+
+def test_old_schema_version_is_upcast_not_decoded_as_current(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", [el.Event(data=_Versioned(bb="xy"))])
+        path = _backend(store).stream_path("s")
+    _edit_line(path, 2, b'"v":2', b'"v":1')  # as a version-1 writer stored it
+    _edit_line(path, 2, b'"bb":"xy"', b'"aa":"xy"')
+    with _open(root) as store:
+        (event,) = store.read("s")
+        assert event.data == _Versioned(bb="xy")  # through the upcaster, not bb=""
+
+
+def test_envelope_type_that_disagrees_with_the_payload_is_corruption(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", [el.Event(data=_TwinA(x=1)), el.Event(data=_TwinA(x=2))])
+        path = _backend(store).stream_path("s")
+    _edit_line(path, 3, b'"type":"tests.jsonl.twin_a"', b'"type":"tests.jsonl.twin_b"')
+    with _open(root) as store:
+        with pytest.raises(el.CorruptionError, match="twin_b' does not decode") as info:
+            list(store.read("s"))
+        assert (info.value.stream, info.value.seq) == ("s", 2)
+
+
+def test_hash_that_is_not_hex_is_reported(root: Path) -> None:
+    with _open(root) as store:
+        stored = store.append("s", _events(3))
+        path = _backend(store).stream_path("s")
+    _edit_line(path, 3, stored[1].hash.encode(), b"g" * 64)
+    with _open(root) as store:
+        (problem,) = store.verify().problems
+        assert problem.seq == 2 and "hash" in problem.message
