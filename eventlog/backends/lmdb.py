@@ -3,7 +3,9 @@ r"""LMDB backend: the fastest local engine, one memory-mapped B+tree file shared
 Layout (named sub-databases of one environment directory):
 
 - ``events``: stream key + 8-byte big-endian seq -> the record as a MessagePack array, so one
-  stream's records are one contiguous, seq-ordered key range;
+  stream's records are one contiguous, seq-ordered key range. A plain payload is an element of
+  that array as the MessagePack it is (layout 2), so a read decodes the record and the typed
+  payload in one call; a compressed one is a bin (as every payload was in layout 1);
 - ``positions``: 8-byte big-endian position -> event key (commit order, appended only);
 - ``ids``: event id -> event key (idempotent retries, uniqueness of ids);
 - ``streams``: stream key -> (name, last seq, last ts);
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import lmdb
 import msgspec
@@ -50,8 +53,16 @@ from eventlog.errors import (
     StoreClosedError,
     UsageError,
 )
+from eventlog.events import RecordedEvent
 
-LAYOUT_VERSION = 1
+if TYPE_CHECKING:
+    from eventlog.codec import Codec
+
+log = logging.getLogger("eventlog.backends.lmdb")
+
+LAYOUT_VERSION = 2
+"""2: plain payloads inline in the record array. Layout 1 (every payload a bin) reads unchanged,
+so a layout-1 environment is upgraded on open by raising the number alone."""
 DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 """Initial map size; the map doubles whenever it is full."""
 _MAX_NAME_KEY = 400
@@ -66,19 +77,81 @@ Txn = Any
 except in the read transactions opened with ``buffers=True`` (see `LMDBBackend._run`)."""
 
 
-class StoredRecord(Record, frozen=True, array_like=True):
-    """A record as the ``events`` sub-database keeps it.
+class StoredRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A record as the ``events`` sub-database keeps it: `Record`'s fields but `text`, in order.
 
-    A MessagePack array in `Record`'s field order, without `text` (not stored): decoding a value
-    gives the record itself, with no intermediate tuple (this is most of the replay path's cost
-    after the payload decode).
+    `data` is the payload's own MessagePack when plain (layout 2) or a bin holding the stored
+    bytes (compressed payloads; every payload in layout 1); `_payload` tells them apart.
     """
+
+    id: str
+    stream: str
+    seq: int
+    ts: int
+    type: str
+    version: int
+    data: msgspec.Raw
+    meta: bytes
+    causation_id: str | None
+    correlation_id: str | None
+    hash: bytes
+    codec: int
+    position: int
+
+
+P = TypeVar("P")
+
+
+class _TypedRecord(msgspec.Struct, Generic[P], frozen=True, array_like=True, gc=False):
+    """A stored record decoded in one pass with its payload typed.
+
+    `P` is the registered payload classes' union (`eventlog.codec.PayloadTypes`); a bin payload
+    (compressed, or layout 1) decodes as bytes.
+    """
+
+    id: str
+    stream: str
+    seq: int
+    ts: int
+    type: str
+    version: int
+    data: P | bytes
+    meta: bytes
+    causation_id: str | None
+    correlation_id: str | None
+    hash: bytes
+    codec: int
+    position: int
+
+
+@functools.lru_cache(maxsize=4)
+def _typed_decoder(union: Any) -> msgspec.msgpack.Decoder[_TypedRecord[Any]]:
+    return msgspec.msgpack.Decoder(_TypedRecord[union])
+
+
+def _event(r: _TypedRecord[Any]) -> RecordedEvent:
+    """The event of a record decoded with its payload typed (checked by the caller)."""
+    return RecordedEvent(
+        id=r.id,
+        stream=r.stream,
+        seq=r.seq,
+        position=r.position,
+        ts=r.ts,
+        data=r.data,  # type: ignore[arg-type]  # a payload class: the caller checked its kind
+        meta={},
+        causation_id=r.causation_id,
+        correlation_id=r.correlation_id,
+        hash=r.hash.hex(),
+    )
 
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_row = msgspec.msgpack.Decoder(StoredRecord).decode
+_decode_bin = msgspec.msgpack.Decoder(bytes).decode
 _decode_stream = msgspec.msgpack.Decoder(tuple[str, int, int]).decode
 _decode_fork = msgspec.msgpack.Decoder(tuple[str, str, int, int]).decode
+_BIN_MARKERS = (0xC4, 0xC5, 0xC6)
+"""First bytes of a MessagePack bin (a payload is a map or an array, never a bin)."""
 
 
 def key_part(raw: bytes) -> bytes:
@@ -110,7 +183,7 @@ def pack_row(rec: Record, position: int) -> bytes:
             rec.ts,
             rec.type,
             rec.version,
-            rec.data,
+            rec.data if rec.codec else msgspec.Raw(rec.data),
             rec.meta,
             rec.causation_id,
             rec.correlation_id,
@@ -121,9 +194,26 @@ def pack_row(rec: Record, position: int) -> bytes:
     )
 
 
-def unpack_row(value: bytes) -> Record:
-    """A record from its stored value; msgspec.DecodeError if it is damaged."""
-    return _decode_row(value)
+def unpack_row(value: bytes | memoryview) -> Record:
+    """A record from its stored value (either layout); msgspec.DecodeError if it is damaged."""
+    r = _decode_row(value)
+    raw = bytes(r.data)
+    data = _decode_bin(raw) if raw[:1] and raw[0] in _BIN_MARKERS else raw
+    return Record(
+        r.id,
+        r.stream,
+        r.seq,
+        r.ts,
+        r.type,
+        r.version,
+        data,
+        r.meta,
+        r.causation_id,
+        r.correlation_id,
+        r.hash,
+        r.codec,
+        r.position,
+    )
 
 
 class _Gate:
@@ -199,7 +289,11 @@ class _Shared:
                 self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
                 meta = self.dbs[-1]
                 stored = txn.get(b"layout", db=meta)
-                if stored is None:
+                if stored is None or int(stored) < LAYOUT_VERSION:
+                    if stored is not None:
+                        log.info(
+                            "LMDB store %s: layout %s raised to %d", path, stored, LAYOUT_VERSION
+                        )
                     txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
             self.env.sync(True)
         except BaseException:
@@ -354,7 +448,7 @@ class LMDBBackend(Backend):
     def _row(self, txn: Txn, key: bytes, value: bytes, stream: str | None = None) -> Record:
         """Decode a stored record; CorruptionError if damaged or not of the expected stream."""
         try:
-            rec = _decode_row(value)
+            rec = unpack_row(value)
         except msgspec.MsgspecError as exc:
             raise self._damaged(txn, key, f"stored record does not decode: {exc}") from exc
         if stream is not None and rec.stream != stream:
@@ -477,7 +571,7 @@ class LMDBBackend(Backend):
         out: list[Record] = []
         if not cur.set_range(lo):
             return out
-        decode = _decode_row
+        decode = unpack_row
         key = lo
         try:
             for key, value in cur.iternext():
@@ -498,19 +592,114 @@ class LMDBBackend(Backend):
         self, txn: Txn, stream: str, cur: Any, lo: bytes, hi: bytes, limit: int | None
     ) -> list[Record]:
         out: list[Record] = []
-        if cur.set_range(hi):
-            if bytes(cur.key()) != hi and not cur.prev():
-                return out
-        elif not cur.last():
+        pairs = _positioned(cur, lo, hi, backwards=True)
+        if pairs is None:
             return out
         row = self._row
-        for k, v in cur.iterprev():
+        for k, v in pairs:
             if bytes(k) < lo:
                 break
             out.append(row(txn, k, v, stream))
             if limit is not None and len(out) >= limit:
                 break
         return out
+
+    def read_events(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        codec: Codec,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[RecordedEvent]:
+        """`read` decoded to events, each record in one typed decode when that is exact.
+
+        That is when the payload is plain, of its type's current schema version, with no meta;
+        any other record goes through `_row` and the codec, which upcast or raise the
+        CorruptionError that says where. A record of the stream ends the range by its seq; the
+        key is only compared when the record is not plainly the stream's.
+        """
+        types = codec.payload_types()
+        if types is None or limit == 0 or (last is not None and last < first):
+            return super().read_events(stream, first, last, codec, backwards=backwards, limit=limit)
+        skey = stream_key(stream)
+        lo = skey + _U64.pack(max(first, 0))
+        hi = skey + (_SEQ_MAX if last is None else _U64.pack(last))
+        end = (2**64 - 1) if last is None else last
+        decode, kinds, location = _typed_decoder(types.union).decode, types.kinds, self.location
+        to_event, row = codec.to_event, self._row
+
+        def scan(txn: Txn) -> list[RecordedEvent]:
+            out: list[RecordedEvent] = []
+            pairs = _positioned(txn.cursor(db=self._events), lo, hi, backwards)
+            if pairs is None:
+                return out
+            append = out.append
+            for key, value in pairs:
+                try:
+                    r = decode(value)
+                except msgspec.MsgspecError:
+                    r = None
+                if r is not None and r.stream == stream:
+                    if r.seq > end if not backwards else r.seq < first:
+                        break
+                    if (
+                        not r.codec
+                        and not r.meta
+                        and kinds.get(type(r.data)) == (r.type, r.version)
+                    ):
+                        append(_event(r))
+                    else:
+                        append(to_event(row(txn, bytes(key), value, stream), location))
+                else:
+                    k = bytes(key)
+                    if (k < lo) if backwards else (k > hi):
+                        break
+                    append(to_event(row(txn, k, value, stream), location))  # raises if damaged
+                if limit is not None and len(out) >= limit:
+                    break
+            return out
+
+        return self._run(scan, buffers=True)
+
+    def read_all_events(self, after: int, limit: int, codec: Codec) -> list[RecordedEvent]:
+        """`read_all` decoded to events, each record in one typed decode when that is exact."""
+        types = codec.payload_types()
+        if types is None or limit <= 0:
+            return super().read_all_events(after, limit, codec)
+        decode, kinds, location = _typed_decoder(types.union).decode, types.kinds, self.location
+        to_event, row = codec.to_event, self._row
+
+        def scan(txn: Txn) -> list[RecordedEvent]:
+            out: list[RecordedEvent] = []
+            cur = txn.cursor(db=self._positions)
+            if not cur.set_range(_U64.pack(max(after, 0) + 1)):
+                return out
+            get, events, append = txn.get, self._events, out.append
+            for _, ekey in cur.iternext():
+                value = get(ekey, db=events)
+                if value is None:
+                    raise self._damaged(txn, ekey, "position index points to a missing record")
+                try:
+                    r = decode(value)
+                except msgspec.MsgspecError:
+                    r = None
+                if (
+                    r is not None
+                    and not r.codec
+                    and not r.meta
+                    and kinds.get(type(r.data)) == (r.type, r.version)
+                ):
+                    append(_event(r))
+                else:
+                    append(to_event(row(txn, bytes(ekey), value), location))
+                if len(out) >= limit:
+                    break
+            return out
+
+        return self._run(scan, buffers=True)
 
     def read_all(self, after: int, limit: int) -> list[Record]:
         """Walk the position index and fetch each record."""
@@ -729,6 +918,18 @@ class LMDBBackend(Backend):
         if opts:
             raise UsageError(f"unknown option(s) for lmdb://: {', '.join(sorted(opts))}")
         return cls(path, **kwargs)
+
+
+def _positioned(cur: Any, lo: bytes, hi: bytes, backwards: bool) -> Any:
+    """An iterator of (key, value) from `lo` up (or from `hi` down), or None if none is there."""
+    if not backwards:
+        return cur.iternext() if cur.set_range(lo) else None
+    if cur.set_range(hi):
+        if bytes(cur.key()) != hi and not cur.prev():
+            return None
+    elif not cur.last():
+        return None
+    return cur.iterprev()
 
 
 def _blob_key(key: str) -> bytes:

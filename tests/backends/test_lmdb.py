@@ -32,7 +32,7 @@ from tests.contract import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def raw_rewrite(store: el.Store, stream: str, seq: int, **changes: object) -> None:
+def raw_rewrite(store: el.Store, stream: str, seq: int, /, **changes: object) -> None:
     """Rewrite one stored record underneath the store, with raw lmdb access."""
     backend = store.backend
     assert isinstance(backend, LMDBBackend)
@@ -265,6 +265,86 @@ def test_newer_layout_is_refused(tmp_path: Path) -> None:
     env.close()
     with pytest.raises(el.SchemaVersionError, match="99"):
         el.open(f"lmdb://{path}")
+
+
+def _layout_1(path: str) -> None:
+    """Rewrite an environment as layout 1 wrote it: every payload a bin, layout number 1."""
+    env = lmdb.open(path, max_dbs=8)
+    with env.begin(write=True) as txn:
+        events = env.open_db(b"events", txn=txn)
+        rows = [(bytes(k), unpack_row(v)) for k, v in txn.cursor(db=events)]
+        for key, rec in rows:
+            old = (*msgspec.structs.astuple(rec)[:13],)  # data stays bytes: a bin
+            txn.put(key, msgspec.msgpack.encode(old), db=events)
+        txn.put(b"layout", b"1", db=env.open_db(b"meta", txn=txn))
+    env.close()
+
+
+def test_layout_1_store_reads_unchanged_and_is_raised_to_2(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "old")
+    with el.open(f"lmdb://{path}?compression=zstd&compress_min_bytes=64") as store:
+        stored = store.append("s", text_events(3))
+        stored += store.append(
+            "s",
+            [
+                el.Event(data=el.ModelInput.from_text("z" * 3000)),  # compressed
+                el.Event(data=el.Checkpoint(label="c"), meta={"k": 1}, causation_id="x"),
+            ],
+        )
+    _layout_1(path)
+    with caplog.at_level("INFO", logger="eventlog.backends.lmdb"):
+        store = el.open(f"lmdb://{path}")
+    with store:
+        assert "layout b'1' raised to 2" in caplog.text
+        assert list(store.read("s")) == stored
+        assert list(store.read("s", backwards=True)) == stored[::-1]
+        assert list(store.read_all()) == stored
+        assert store.verify().ok
+        stored += store.append("s", text_events(2, "new"))  # layout 2 beside layout 1
+        assert list(store.read("s")) == stored
+        assert store.verify().ok
+        backend = store.backend
+        assert isinstance(backend, LMDBBackend)
+        with backend.env.begin() as txn:
+            assert txn.get(b"layout", db=backend.env.open_db(b"meta", txn=txn)) == b"2"
+
+
+@el.register_event_type
+class _Versioned(el.EventData, frozen=True, tag="tests.lmdb.versioned"):
+    """Schema version 2: field `bb` was `aa` in version 1 (the default hides a wrong decode)."""
+
+    __schema_version__ = 2
+    bb: str = ""
+
+
+@el.register_upcaster("tests.lmdb.versioned", from_version=1)
+def _versioned_v1_to_v2(old: dict[str, object]) -> dict[str, object]:
+    return {"bb": old["aa"]}
+
+
+def test_old_schema_version_is_upcast_not_decoded_as_current(store: el.Store) -> None:
+    store.append("s", [el.Event(data=_Versioned(bb="xy"))])
+    v1 = msgspec.msgpack.encode({"type": "tests.lmdb.versioned", "aa": "xy"})
+    raw_rewrite(store, "s", 1, version=1, data=v1)
+    assert [e.data for e in store.read("s")] == [_Versioned(bb="xy")]  # not bb=""
+    assert [e.data for e in store.read_all()] == [_Versioned(bb="xy")]
+
+
+def test_record_type_that_disagrees_with_the_payload_is_corruption(store: el.Store) -> None:
+    store.append("s", [el.Event(data=el.Checkpoint(label="c"))])
+    raw_rewrite(store, "s", 1, type="model_input")
+    with pytest.raises(el.CorruptionError, match="'model_input' does not decode") as err:
+        list(store.read("s"))
+    assert (err.value.stream, err.value.seq) == ("s", 1)
+
+
+def test_record_filed_under_another_stream_is_corruption(store: el.Store) -> None:
+    store.append("s", text_events(2))
+    raw_rewrite(store, "s", 2, stream="t")
+    with pytest.raises(el.CorruptionError, match="names stream 't'"):
+        list(store.read("s"))
 
 
 @pytest.mark.parametrize(
