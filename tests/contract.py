@@ -46,6 +46,22 @@ class Rated(el.EventData, frozen=True, tag="test.rated"):
     note: str = ""
 
 
+@el.register_event_type
+class Versioned(el.EventData, frozen=True, tag="tests.versioned"):
+    """Schema version 2: field `bb` was `aa` in version 1 (the default hides a wrong decode).
+
+    Backend tests store it as version 1 underneath the store to show reads upcast it.
+    """
+
+    __schema_version__ = 2
+    bb: str = ""
+
+
+@el.register_upcaster("tests.versioned", from_version=1)
+def _versioned_v1_to_v2(old: dict[str, object]) -> dict[str, object]:
+    return {"bb": old["aa"]}
+
+
 def text_events(n: int, prefix: str = "m") -> list[el.Event]:
     """n small input events with distinct texts."""
     return [el.Event(data=el.ModelInput.from_text(f"{prefix}{i}")) for i in range(n)]

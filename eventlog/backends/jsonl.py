@@ -811,17 +811,25 @@ class JSONLBackend(Backend):
 
     # -- reads -------------------------------------------------------------------------------
 
-    def _read_range(self, st: _Stream, lo: int, hi: int) -> list[Record]:
-        """Committed records lo..hi of a stream, read with one pread and decoded in place."""
+    def _range_start(self, st: _Stream, lo: int, hi: int) -> tuple[int, bytes, int]:
+        """(batch index of seq lo, the bytes of every append holding lo..hi, lo's offset in them).
+
+        One pread covers the range; appends are the seek unit, so lines of the first append
+        before lo are skipped.
+        """
         i = bisect.bisect_right(st.seqs, lo) - 1
         j = bisect.bisect_right(st.seqs, hi) - 1
         b = st.batches[i]
         buf = os.pread(self._fd(st), st.batches[j].end - b.offset, b.offset)
-        find = buf.find
-        seq, off = b.seq, 0
-        while seq < lo:  # lines of the first batch before the range
-            off = find(b"\n", off) + 1
-            seq += 1
+        off = 0
+        for _ in range(lo - b.seq):
+            off = buf.find(b"\n", off) + 1
+        return i, buf, off
+
+    def _read_range(self, st: _Stream, lo: int, hi: int) -> list[Record]:
+        """Committed records lo..hi of a stream, read with one pread and decoded in place."""
+        i, buf, off = self._range_start(st, lo, hi)
+        b, find, seq = st.batches[i], buf.find, lo
         out = []
         while seq <= hi:
             nl = find(b"\n", off)
@@ -876,16 +884,8 @@ class JSONLBackend(Backend):
             return [to_event(rec, location) for rec in self._read_range(st, lo, hi)]
         decode = _typed_line_decoder(types.union).decode
         kinds = types.kinds
-        i = bisect.bisect_right(st.seqs, lo) - 1
-        j = bisect.bisect_right(st.seqs, hi) - 1
-        b = st.batches[i]
-        buf = os.pread(self._fd(st), st.batches[j].end - b.offset, b.offset)
-        view = memoryview(buf)
-        find, name = buf.find, st.name
-        seq, off = b.seq, 0
-        while seq < lo:  # lines of the first batch before the range
-            off = find(b"\n", off) + 1
-            seq += 1
+        i, buf, off = self._range_start(st, lo, hi)
+        b, view, find, name, seq = st.batches[i], memoryview(buf), buf.find, st.name, lo
         out: list[RecordedEvent] = []
         append = out.append
         while seq <= hi:

@@ -24,6 +24,7 @@ from tests import strategies
 from tests.contract import (
     DurableContract,
     FreshURL,
+    Versioned,
     concurrent_single_appends,
     conflict_in_one_group,
     text_events,
@@ -609,19 +610,6 @@ def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
 
 
 @el.register_event_type
-class _Versioned(el.EventData, frozen=True, tag="tests.jsonl.versioned"):
-    """Schema version 2: field `bb` was `aa` in version 1 (the default hides a wrong decode)."""
-
-    __schema_version__ = 2
-    bb: str = ""
-
-
-@el.register_upcaster("tests.jsonl.versioned", from_version=1)
-def _versioned_v1_to_v2(old: dict[str, object]) -> dict[str, object]:
-    return {"bb": old["aa"]}
-
-
-@el.register_event_type
 class _TwinA(el.EventData, frozen=True, tag="tests.jsonl.twin_a"):
     x: int
 
@@ -659,13 +647,13 @@ def test_one_pass_reads_equal_the_record_path(
 
 def test_old_schema_version_is_upcast_not_decoded_as_current(root: Path) -> None:
     with _open(root) as store:
-        store.append("s", [el.Event(data=_Versioned(bb="xy"))])
+        store.append("s", [el.Event(data=Versioned(bb="xy"))])
         path = _backend(store).stream_path("s")
     _edit_line(path, 2, b'"v":2', b'"v":1')  # as a version-1 writer stored it
     _edit_line(path, 2, b'"bb":"xy"', b'"aa":"xy"')
     with _open(root) as store:
         (event,) = store.read("s")
-        assert event.data == _Versioned(bb="xy")  # through the upcaster, not bb=""
+        assert event.data == Versioned(bb="xy")  # through the upcaster, not bb=""
 
 
 def test_envelope_type_that_disagrees_with_the_payload_is_corruption(root: Path) -> None:

@@ -23,6 +23,7 @@ from eventlog.compression import ACTIVE_DICT_BLOB, dict_blob_key
 from tests.contract import (
     DurableContract,
     FreshURL,
+    Versioned,
     concurrent_single_appends,
     conflict_in_one_group,
     text_events,
@@ -311,25 +312,12 @@ def test_layout_1_store_reads_unchanged_and_is_raised_to_2(
             assert txn.get(b"layout", db=backend.env.open_db(b"meta", txn=txn)) == b"2"
 
 
-@el.register_event_type
-class _Versioned(el.EventData, frozen=True, tag="tests.lmdb.versioned"):
-    """Schema version 2: field `bb` was `aa` in version 1 (the default hides a wrong decode)."""
-
-    __schema_version__ = 2
-    bb: str = ""
-
-
-@el.register_upcaster("tests.lmdb.versioned", from_version=1)
-def _versioned_v1_to_v2(old: dict[str, object]) -> dict[str, object]:
-    return {"bb": old["aa"]}
-
-
 def test_old_schema_version_is_upcast_not_decoded_as_current(store: el.Store) -> None:
-    store.append("s", [el.Event(data=_Versioned(bb="xy"))])
-    v1 = msgspec.msgpack.encode({"type": "tests.lmdb.versioned", "aa": "xy"})
+    store.append("s", [el.Event(data=Versioned(bb="xy"))])
+    v1 = msgspec.msgpack.encode({"type": "tests.versioned", "aa": "xy"})
     raw_rewrite(store, "s", 1, version=1, data=v1)
-    assert [e.data for e in store.read("s")] == [_Versioned(bb="xy")]  # not bb=""
-    assert [e.data for e in store.read_all()] == [_Versioned(bb="xy")]
+    assert [e.data for e in store.read("s")] == [Versioned(bb="xy")]  # not bb=""
+    assert [e.data for e in store.read_all()] == [Versioned(bb="xy")]
 
 
 def test_record_type_that_disagrees_with_the_payload_is_corruption(store: el.Store) -> None:
