@@ -14,7 +14,13 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from eventlog.backends.base import Record
-from eventlog.backends.envelope import PackedRow, damaged, decode_envelope, to_record
+from eventlog.backends.envelope import (
+    PackedRow,
+    StreamRow,
+    damaged,
+    decode_envelope,
+    to_record,
+)
 from eventlog.compression import Compression
 from eventlog.errors import CorruptionError, SchemaVersionError, ValidationError
 from eventlog.events import (
@@ -90,13 +96,14 @@ class PayloadTypes(NamedTuple):
     """Every registered payload class as one tagged union, for one-pass decoding.
 
     A backend whose stored form holds the payload inline (JSONL lines) can decode the envelope
-    and the typed payload in one call; `kinds` then says whether the result may be used as is:
-    the decoded class's tag must be the envelope's type and its schema version the stored one.
+    and the typed payload in one call; `current` then says whether the result may be used as
+    is: the envelope's type must name the decoded class, and the stored schema version must be
+    that class's current one.
     """
 
     union: Any
-    kinds: dict[type, tuple[str, int]]
-    """payload class -> (tag, current schema version)."""
+    current: dict[str, tuple[type, int]]
+    """tag -> (payload class, current schema version)."""
 
 
 _payload_types: tuple[int, PayloadTypes | None] = (-1, None)
@@ -113,7 +120,7 @@ def _registered_union() -> PayloadTypes | None:
     count, types = _payload_types
     if count == len(classes):  # tags are never re-bound, so the count says when this changes
         return types
-    kinds = {cls: (tag, cls.__schema_version__) for tag, cls in classes.items()}
+    current = {tag: (cls, cls.__schema_version__) for tag, cls in classes.items()}
     union: Any = None
     for cls in classes.values():
         union = cls if union is None else union | cls
@@ -122,7 +129,7 @@ def _registered_union() -> PayloadTypes | None:
     except TypeError:
         types = None
     else:
-        types = PayloadTypes(union, kinds)
+        types = PayloadTypes(union, current)
     _payload_types = (len(classes), types)
     return types
 
@@ -358,20 +365,32 @@ class Codec:
             hash=rec.hash.hex(),
         )
 
-    def to_events(self, rows: Sequence[PackedRow], location: str = "") -> list[RecordedEvent]:
+    def to_events(
+        self,
+        rows: Sequence[PackedRow] | Sequence[StreamRow],
+        location: str = "",
+        stream: str | None = None,
+    ) -> list[RecordedEvent]:
         """Decode packed rows to events: one envelope decode and one payload decode each.
 
-        Plain payloads of the current schema version take the fast path; compressed, upcast,
-        meta-carrying or undecodable ones go through `to_event` and its checks and messages.
+        With `stream`, the rows are `StreamRow`s of that stream (a reader that knows the stream
+        need not fetch its name for every row). Plain payloads of the current schema version take
+        the fast path; compressed, upcast, meta-carrying or undecodable ones go through
+        `to_event` and its checks and messages.
         """
         out: list[RecordedEvent] = []
         append = out.append
         decoders = self._decoders
-        for position, stream, env, data in rows:
+        for row in rows:
+            if stream is None:
+                position, row_stream, env, data = row  # type: ignore[misc]
+            else:
+                position, env, data = row  # type: ignore[misc]
+                row_stream = stream
             try:
                 e = decode_envelope(env)
             except msgspec.MsgspecError as exc:
-                raise damaged(exc, position, stream, location) from exc
+                raise damaged(exc, position, row_stream, location) from exc
             entry = decoders.get(e.type)
             if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
                 try:
@@ -382,7 +401,7 @@ class Codec:
                     append(
                         RecordedEvent(
                             id=e.id,
-                            stream=stream,
+                            stream=row_stream,
                             seq=e.seq,
                             position=position,
                             ts=e.ts,
@@ -394,7 +413,7 @@ class Codec:
                         )
                     )
                     continue
-            append(self.to_event(to_record(position, stream, e, data), location))
+            append(self.to_event(to_record(position, row_stream, e, data), location))
         return out
 
 

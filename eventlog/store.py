@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Literal
 
 import msgspec
@@ -380,11 +381,12 @@ class Store:
             return iter(())
         if limit is not None and limit < 0:
             raise ValidationError(f"must be >= 0, got {limit}", field="limit")
-        return self._read_iter(stream, first, last, backwards, limit)
+        return chain.from_iterable(self._pages(stream, first, last, backwards, limit))
 
-    def _read_iter(
+    def _pages(
         self, stream: str, first: int, last: int | None, backwards: bool, limit: int | None
-    ) -> Iterator[RecordedEvent]:
+    ) -> Iterator[list[RecordedEvent]]:
+        """The events of `read` page by page (chained in C: cheaper than a yield per event)."""
         ranges = []
         for origin, lo, hi in self._segments(stream):
             lo2 = max(lo, first)
@@ -401,7 +403,7 @@ class Store:
             while remaining is None or remaining > 0:
                 n = PAGE if remaining is None else min(PAGE, remaining)
                 page = read_page(origin, cursor_lo, cursor_hi, backwards, n)
-                yield from page
+                yield page
                 yielded = yielded or bool(page)
                 if remaining is not None:
                     remaining -= len(page)
@@ -437,16 +439,17 @@ class Store:
     def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
         """Every stored event with position > after, in position order."""
         self._check_open()
-        return self._read_all_iter(after, limit)
+        return chain.from_iterable(self._all_pages(after, limit))
 
-    def _read_all_iter(self, after: int, limit: int | None) -> Iterator[RecordedEvent]:
+    def _all_pages(self, after: int, limit: int | None) -> Iterator[list[RecordedEvent]]:
+        """The events of `read_all` page by page."""
         remaining = limit
         backend = self._backend
         codec = self._codec
         while remaining is None or remaining > 0:
             n = PAGE if remaining is None else min(PAGE, remaining)
             page = backend.read_all_events(after, n, codec)
-            yield from page
+            yield page
             if remaining is not None:
                 remaining -= len(page)
             if len(page) < n:

@@ -31,6 +31,8 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 PackedRow = tuple[int, str, bytes, bytes]
 """(position, stream, packed envelope, stored payload): one event as a packing backend reads it."""
+StreamRow = tuple[int, bytes, bytes]
+"""(position, packed envelope, stored payload): a `PackedRow` read from a stream known to all."""
 
 _encode = msgspec.msgpack.Encoder().encode
 decode_envelope = msgspec.msgpack.Decoder(Envelope).decode

@@ -883,7 +883,7 @@ class JSONLBackend(Backend):
             to_event, location = codec.to_event, self.location
             return [to_event(rec, location) for rec in self._read_range(st, lo, hi)]
         decode = _typed_line_decoder(types.union).decode
-        kinds = types.kinds
+        current = types.current
         i, buf, off = self._range_start(st, lo, hi)
         b, view, find, name, seq = st.batches[i], memoryview(buf), buf.find, st.name, lo
         out: list[RecordedEvent] = []
@@ -904,7 +904,9 @@ class JSONLBackend(Backend):
                 and line.seq == seq
                 and not line.codec
                 and (data := line.data) is not None
-                and kinds.get(type(data)) == (line.type, line.v)
+                and (kind := current.get(line.type)) is not None
+                and kind[0] is type(data)
+                and kind[1] == line.v
             ):
                 append(
                     RecordedEvent(
@@ -913,7 +915,7 @@ class JSONLBackend(Backend):
                         seq=seq,
                         position=b.pos + seq - b.seq,
                         ts=line.ts,
-                        data=data,
+                        data=data,  # type: ignore[arg-type]  # its class was checked
                         meta=line.meta,
                         causation_id=line.causation_id,
                         correlation_id=line.correlation_id,

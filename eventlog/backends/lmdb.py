@@ -628,16 +628,18 @@ class LMDBBackend(Backend):
         lo = skey + _U64.pack(max(first, 0))
         hi = skey + (_SEQ_MAX if last is None else _U64.pack(last))
         end = (2**64 - 1) if last is None else last
-        decode, kinds, location = _typed_decoder(types.union).decode, types.kinds, self.location
+        decode, current = _typed_decoder(types.union).decode, types.current
+        location = self.location
         to_event, row = codec.to_event, self._row
 
         def scan(txn: Txn) -> list[RecordedEvent]:
             out: list[RecordedEvent] = []
-            pairs = _positioned(txn.cursor(db=self._events), lo, hi, backwards)
-            if pairs is None:
+            cur = txn.cursor(db=self._events)
+            values = _positioned(cur, lo, hi, backwards, keys=False)
+            if values is None:
                 return out
             append = out.append
-            for key, value in pairs:
+            for value in values:  # the cursor stays on the yielded record: cur.key() is its key
                 try:
                     r = decode(value)
                 except msgspec.MsgspecError:
@@ -648,13 +650,28 @@ class LMDBBackend(Backend):
                     if (
                         not r.codec
                         and not r.meta
-                        and kinds.get(type(r.data)) == (r.type, r.version)
+                        and (kind := current.get(r.type)) is not None
+                        and kind[0] is type(r.data)
+                        and kind[1] == r.version
                     ):
-                        append(_event(r))
+                        append(
+                            RecordedEvent(
+                                id=r.id,
+                                stream=stream,
+                                seq=r.seq,
+                                position=r.position,
+                                ts=r.ts,
+                                data=r.data,  # type: ignore[arg-type]  # its kind was checked
+                                meta={},
+                                causation_id=r.causation_id,
+                                correlation_id=r.correlation_id,
+                                hash=r.hash.hex(),
+                            )
+                        )
                     else:
-                        append(to_event(row(txn, bytes(key), value, stream), location))
+                        append(to_event(row(txn, bytes(cur.key()), value, stream), location))
                 else:
-                    k = bytes(key)
+                    k = bytes(cur.key())
                     if (k < lo) if backwards else (k > hi):
                         break
                     append(to_event(row(txn, k, value, stream), location))  # raises if damaged
@@ -669,7 +686,8 @@ class LMDBBackend(Backend):
         types = codec.payload_types()
         if types is None or limit <= 0:
             return super().read_all_events(after, limit, codec)
-        decode, kinds, location = _typed_decoder(types.union).decode, types.kinds, self.location
+        decode, current = _typed_decoder(types.union).decode, types.current
+        location = self.location
         to_event, row = codec.to_event, self._row
 
         def scan(txn: Txn) -> list[RecordedEvent]:
@@ -690,7 +708,9 @@ class LMDBBackend(Backend):
                     r is not None
                     and not r.codec
                     and not r.meta
-                    and kinds.get(type(r.data)) == (r.type, r.version)
+                    and (kind := current.get(r.type)) is not None
+                    and kind[0] is type(r.data)
+                    and kind[1] == r.version
                 ):
                     append(_event(r))
                 else:
@@ -920,16 +940,16 @@ class LMDBBackend(Backend):
         return cls(path, **kwargs)
 
 
-def _positioned(cur: Any, lo: bytes, hi: bytes, backwards: bool) -> Any:
-    """An iterator of (key, value) from `lo` up (or from `hi` down), or None if none is there."""
+def _positioned(cur: Any, lo: bytes, hi: bytes, backwards: bool, *, keys: bool = True) -> Any:
+    """An iterator of (key, value), or of values, from `lo` up (or from `hi` down); or None."""
     if not backwards:
-        return cur.iternext() if cur.set_range(lo) else None
+        return cur.iternext(keys=keys) if cur.set_range(lo) else None
     if cur.set_range(hi):
         if bytes(cur.key()) != hi and not cur.prev():
             return None
     elif not cur.last():
         return None
-    return cur.iterprev()
+    return cur.iterprev(keys=keys)
 
 
 def _blob_key(key: str) -> bytes:

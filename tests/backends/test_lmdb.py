@@ -328,11 +328,16 @@ def test_record_type_that_disagrees_with_the_payload_is_corruption(store: el.Sto
     assert (err.value.stream, err.value.seq) == ("s", 1)
 
 
-def test_record_filed_under_another_stream_is_corruption(store: el.Store) -> None:
-    store.append("s", text_events(2))
+@pytest.mark.parametrize("backwards", [False, True])
+def test_record_filed_under_another_stream_is_corruption(
+    store: el.Store, backwards: bool
+) -> None:
+    """The error names the record's own seq (the scan takes the key from the cursor)."""
+    store.append("s", text_events(3))
     raw_rewrite(store, "s", 2, stream="t")
-    with pytest.raises(el.CorruptionError, match="names stream 't'"):
-        list(store.read("s"))
+    with pytest.raises(el.CorruptionError, match="names stream 't'") as err:
+        list(store.read("s", backwards=backwards))
+    assert (err.value.stream, err.value.seq) == ("s", 2)
 
 
 @pytest.mark.parametrize(
