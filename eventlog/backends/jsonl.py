@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from binascii import hexlify
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -218,44 +219,59 @@ def _typed_line_decoder(union: Any) -> msgspec.json.Decoder[_TypedLine[Any]]:
     return msgspec.json.Decoder(_TypedLine[union])
 
 
-def _encode_lines(records: Sequence[Record], first_pos: int) -> bytes:
-    """The lines of one append, newline-terminated.
+def _line_parts(records: Sequence[Record], first_pos: int) -> list[bytes]:
+    """The lines of one append as buffers to write in order (`_write_all`), newline-terminated.
 
-    A plain event (no links, no meta, uncompressed) is formatted directly: the same bytes as
-    encoding its `Line`, at about half the cost. Ids are canonical UUIDs (the codec checks them)
-    and types go through the JSON encoder once each, so nothing in the template needs escaping.
+    A plain event (no links, no meta, uncompressed) is formatted directly: its envelope from a
+    template, then its stored payload as is (not copied into the line), then the closing brace;
+    the same bytes as encoding its `Line`, at about a third of the cost. Ids are canonical UUIDs
+    (the codec checks them) and types go through the JSON encoder once each, so nothing in the
+    template needs escaping.
     """
     end = records[-1].seq
-    out = []
+    out: list[bytes] = []
+    add = out.append
     for i, r in enumerate(records):
         if r.codec == 0 and not r.meta and r.causation_id is None and r.correlation_id is None:
             kind = _TYPE_JSON.get(r.type)
             if kind is None:
                 kind = _TYPE_JSON[r.type] = _line_encoder.encode(r.type)
-            out.append(
-                _PLAIN_LINE
-                % (
-                    r.seq,
-                    first_pos + i,
-                    r.id.encode(),
-                    r.ts,
-                    kind,
-                    r.version,
-                    end,
-                    r.hash.hex().encode(),
-                    r.data,
-                )
+            add(
+                _PLAIN_HEAD
+                % (r.seq, first_pos + i, r.id.encode(), r.ts, kind, r.version, end, hexlify(r.hash))
             )
+            add(r.data)
+            add(b"}\n")
         else:
-            out.append(_line_encoder.encode(_line(r, first_pos + i, end)) + b"\n")
-    return b"".join(out)
+            add(_line_encoder.encode(_line(r, first_pos + i, end)) + b"\n")
+    return out
 
 
-_PLAIN_LINE = (
-    b'{"seq":%d,"pos":%d,"id":"%s","ts":%d,"type":%s,"v":%d,"batch_end":%d,"hash":"%s","data":%s}\n'
+def _write_all(fd: int, parts: list[bytes], offset: int) -> int:
+    """Write the buffers in order at `offset` with as few calls as the system allows."""
+    total = 0
+    i = 0
+    while i < len(parts):
+        chunk = parts[i : i + _IOV_MAX]
+        want = sum(map(len, chunk))
+        done = os.pwritev(fd, chunk, offset + total)
+        total += done
+        if done < want:  # a short write: finish it as one buffer
+            rest = b"".join(chunk)[done:]
+            while rest:
+                n = os.pwrite(fd, rest, offset + total)
+                total += n
+                rest = rest[n:]
+        i += _IOV_MAX
+    return total
+
+
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16, 1024)
+_PLAIN_HEAD = (
+    b'{"seq":%d,"pos":%d,"id":"%s","ts":%d,"type":%s,"v":%d,"batch_end":%d,"hash":"%s","data":'
 )
 _TYPE_JSON: dict[str, bytes] = {}
-"""Event type -> its JSON string literal, for `_PLAIN_LINE`."""
+"""Event type -> its JSON string literal, for `_PLAIN_HEAD`."""
 
 
 def _line(r: Record, pos: int, end: int) -> Line:
@@ -700,15 +716,14 @@ class JSONLBackend(Backend):
         if st is None:
             st = self._create(Header(eventlog_jsonl=FORMAT_VERSION, stream=name))
         pos = self._head + 1
-        payload = _encode_lines(records, pos)
-        os.pwrite(self._fd(st), payload, st.end)
+        size = _write_all(self._fd(st), _line_parts(records, pos), st.end)
         batch = Batch(
             pos,
             len(records),
             st.stem,
             records[0].seq,
             st.end,
-            st.end + len(payload),
+            st.end + size,
             records[-1].ts,
             tuple(r.id for r in records),
         )

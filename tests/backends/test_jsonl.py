@@ -571,7 +571,7 @@ def test_plain_line_template_matches_the_line_encoder(records: list[Record], pos
         jsonl_backend._line_encoder.encode(jsonl_backend._line(r, pos + i, end)) + b"\n"
         for i, r in enumerate(records)
     )
-    assert jsonl_backend._encode_lines(records, pos) == expected
+    assert b"".join(jsonl_backend._line_parts(records, pos)) == expected
 
 
 # -- group commit ---------------------------------------------------------------------------------
@@ -675,3 +675,25 @@ def test_hash_that_is_not_hex_is_reported(root: Path) -> None:
     with _open(root) as store:
         (problem,) = store.verify().problems
         assert problem.seq == 2 and "hash" in problem.message
+
+
+def test_short_vectored_writes_are_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vectored write that stops early (as a signal or a full disk can make it) is finished
+    with plain writes: every byte lands once, in order."""
+    real = os.pwritev
+
+    def short(fd: int, buffers: list[bytes], offset: int) -> int:
+        return real(fd, [buffers[0][: max(1, len(buffers[0]) // 2)]], offset)
+
+    parts = [b"alpha ", b"beta ", b"gamma\n"] * 700  # more buffers than one call takes
+    expected = b"".join(parts)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        os.pwrite(fd, b"head:", 0)
+        monkeypatch.setattr(os, "pwritev", short)
+        assert jsonl_backend._write_all(fd, parts, 5) == len(expected)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"head:" + expected

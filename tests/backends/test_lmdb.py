@@ -329,9 +329,7 @@ def test_record_type_that_disagrees_with_the_payload_is_corruption(store: el.Sto
 
 
 @pytest.mark.parametrize("backwards", [False, True])
-def test_record_filed_under_another_stream_is_corruption(
-    store: el.Store, backwards: bool
-) -> None:
+def test_record_filed_under_another_stream_is_corruption(store: el.Store, backwards: bool) -> None:
     """The error names the record's own seq (the scan takes the key from the cursor)."""
     store.append("s", text_events(3))
     raw_rewrite(store, "s", 2, stream="t")
