@@ -246,7 +246,9 @@ class SQLiteBackend(Backend):
                 conn.executemany(_INSERT_TEXT, [(head + i, text) for i, text in texts])
             return list(range(head + 1, last + 1))
 
-        positions: list[int] = self._write(work, durability)
+        # One row of a stream past its first event is one INSERT: atomic on its own.
+        alone = len(rows) == 1 and not texts and first.seq != 1
+        positions: list[int] = self._writer.run(work, durability, one_statement=alone)
         return positions
 
     # -- reads -----------------------------------------------------------------------------

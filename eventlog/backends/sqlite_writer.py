@@ -35,11 +35,13 @@ Translate = Callable[[BaseException], BaseException]
 class Job:
     """One write waiting for (or done by) a group commit."""
 
-    __slots__ = ("done", "durability", "error", "result", "work")
+    __slots__ = ("alone", "done", "durability", "error", "result", "work")
 
-    def __init__(self, work: Work, durability: Durability) -> None:
+    def __init__(self, work: Work, durability: Durability, alone: bool = False) -> None:
         self.work = work
         self.durability = durability
+        self.alone = alone
+        """The work is one statement: atomic by itself when no other job shares its commit."""
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
@@ -64,9 +66,13 @@ class GroupWriter:
         self.jobs = 0
         """Jobs run by this writer."""
 
-    def run(self, work: Work, durability: Durability) -> Any:
-        """Run `work(conn)` in a write transaction; return its result once durable."""
-        job = Job(work, durability)
+    def run(self, work: Work, durability: Durability, *, one_statement: bool = False) -> Any:
+        """Run `work(conn)` in a write transaction; return its result once durable.
+
+        `one_statement` says the work runs a single statement: alone in its group, it then runs
+        as SQLite's own autocommit transaction, which saves a BEGIN and a COMMIT round.
+        """
+        job = Job(work, durability, one_statement)
         group = self._wait_turn(job)
         if group is not None:
             self._lead(group)
@@ -108,13 +114,14 @@ class GroupWriter:
         conn = self._conn
         try:
             self._set_sync(max((j.durability for j in group), key=_RANK.__getitem__))
-            self._begin()
-            if len(group) == 1:
-                group[0].result = group[0].work(conn)
-            elif not self._run_straight(group):
-                for job in group:
-                    self._run_in_savepoint(job)
-            conn.execute("COMMIT")
+            if not (len(group) == 1 and group[0].alone and self._run_alone(group[0])):
+                self._begin()
+                if len(group) == 1:
+                    group[0].result = group[0].work(conn)
+                elif not self._run_straight(group):
+                    for job in group:
+                        self._run_in_savepoint(job)
+                conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -127,6 +134,20 @@ class GroupWriter:
             return
         self.commits += 1
         self.jobs += len(group)
+
+    def _run_alone(self, job: Job) -> bool:
+        """Run a one-statement job as its own autocommit transaction.
+
+        False if the database stayed busy (another process writing) through the busy timeout:
+        nothing was written, and the caller retries with BEGIN IMMEDIATE and its back-off.
+        """
+        try:
+            job.result = job.work(self._conn)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            return False
+        return True
 
     def _run_straight(self, group: list[Job]) -> bool:
         """Run every job in the open transaction without savepoints; False if one failed.

@@ -447,3 +447,24 @@ def test_close_releases_files_and_reopen_sees_everything(tmp_path: Path) -> None
     assert not Path(f"{path}-wal").exists()  # the last connection closed checkpoints the WAL
     with el.open(url_for(path)) as again:
         assert texts_of(again.read("s")) == [f"m{i}" for i in range(5)]
+
+
+def test_single_append_waits_out_another_writer(tmp_path: Path) -> None:
+    """A one-row append runs as SQLite's own autocommit statement; when another connection
+    holds the write lock past the busy timeout, it retries with BEGIN IMMEDIATE and lands once."""
+    url = f"sqlite:///{tmp_path}/x.db?busy_timeout=0.05"
+    with el.open(url, durability="fsync") as store:
+        store.append("s", text_events(1))  # seq 1 checks for a fork inside a transaction
+        other = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        result: list[list[el.RecordedEvent]] = []
+        worker = threading.Thread(target=lambda: result.append(store.append("s", text_events(1))))
+        worker.start()
+        time.sleep(0.2)  # well past the busy timeout: the autocommit insert gave up
+        assert worker.is_alive() and store.backend.stats()["commits"] == 1
+        other.execute("COMMIT")
+        other.close()
+        worker.join(10)
+        assert [e.seq for e in result[0]] == [2]
+        assert [e.seq for e in store.read("s")] == [1, 2]
+        assert store.backend.stats() == {"commits": 2, "jobs": 2}
