@@ -129,15 +129,30 @@ def _typed_decoder(union: Any) -> msgspec.msgpack.Decoder[_TypedRecord[Any]]:
     return msgspec.msgpack.Decoder(_TypedRecord[union])
 
 
-def _event(r: _TypedRecord[Any]) -> RecordedEvent:
-    """The event of a record decoded with its payload typed (checked by the caller)."""
+def _exact_event(
+    r: _TypedRecord[Any], current: dict[str, tuple[type, int]], stream: str
+) -> RecordedEvent | None:
+    """The event of a record decoded with its payload typed, if that decode is exact.
+
+    It is when the payload is plain, has no meta, and its class is the one the record's type
+    names at its current schema version (`PayloadTypes.current`); otherwise None, and the caller
+    takes the codec's path, which upcasts or raises the CorruptionError that says where.
+    """
+    if (
+        r.codec
+        or r.meta
+        or (kind := current.get(r.type)) is None
+        or kind[0] is not type(r.data)
+        or kind[1] != r.version
+    ):
+        return None
     return RecordedEvent(
         id=r.id,
-        stream=r.stream,
+        stream=stream,
         seq=r.seq,
         position=r.position,
         ts=r.ts,
-        data=r.data,  # type: ignore[arg-type]  # a payload class: the caller checked its kind
+        data=r.data,  # type: ignore[arg-type]  # a payload class: its kind was checked
         meta={},
         causation_id=r.causation_id,
         correlation_id=r.correlation_id,
@@ -647,29 +662,10 @@ class LMDBBackend(Backend):
                 if r is not None and r.stream == stream:
                     if r.seq > end if not backwards else r.seq < first:
                         break
-                    if (
-                        not r.codec
-                        and not r.meta
-                        and (kind := current.get(r.type)) is not None
-                        and kind[0] is type(r.data)
-                        and kind[1] == r.version
-                    ):
-                        append(
-                            RecordedEvent(
-                                id=r.id,
-                                stream=stream,
-                                seq=r.seq,
-                                position=r.position,
-                                ts=r.ts,
-                                data=r.data,  # type: ignore[arg-type]  # its kind was checked
-                                meta={},
-                                causation_id=r.causation_id,
-                                correlation_id=r.correlation_id,
-                                hash=r.hash.hex(),
-                            )
-                        )
-                    else:
-                        append(to_event(row(txn, bytes(cur.key()), value, stream), location))
+                    event = _exact_event(r, current, stream)
+                    if event is None:
+                        event = to_event(row(txn, bytes(cur.key()), value, stream), location)
+                    append(event)
                 else:
                     k = bytes(cur.key())
                     if (k < lo) if backwards else (k > hi):
@@ -703,18 +699,12 @@ class LMDBBackend(Backend):
                 try:
                     r = decode(value)
                 except msgspec.MsgspecError:
-                    r = None
-                if (
-                    r is not None
-                    and not r.codec
-                    and not r.meta
-                    and (kind := current.get(r.type)) is not None
-                    and kind[0] is type(r.data)
-                    and kind[1] == r.version
-                ):
-                    append(_event(r))
+                    event = None
                 else:
-                    append(to_event(row(txn, bytes(ekey), value), location))
+                    event = _exact_event(r, current, r.stream)
+                if event is None:
+                    event = to_event(row(txn, bytes(ekey), value), location)
+                append(event)
                 if len(out) >= limit:
                     break
             return out

@@ -35,12 +35,12 @@ Translate = Callable[[BaseException], BaseException]
 class Job:
     """One write waiting for (or done by) a group commit."""
 
-    __slots__ = ("alone", "done", "durability", "error", "result", "work")
+    __slots__ = ("done", "durability", "error", "one_statement", "result", "work")
 
-    def __init__(self, work: Work, durability: Durability, alone: bool = False) -> None:
+    def __init__(self, work: Work, durability: Durability, one_statement: bool = False) -> None:
         self.work = work
         self.durability = durability
-        self.alone = alone
+        self.one_statement = one_statement
         """The work is one statement: atomic by itself when no other job shares its commit."""
         self.result: Any = None
         self.error: BaseException | None = None
@@ -114,7 +114,7 @@ class GroupWriter:
         conn = self._conn
         try:
             self._set_sync(max((j.durability for j in group), key=_RANK.__getitem__))
-            if not (len(group) == 1 and group[0].alone and self._run_alone(group[0])):
+            if not (len(group) == 1 and group[0].one_statement and self._run_alone(group[0])):
                 self._begin()
                 if len(group) == 1:
                     group[0].result = group[0].work(conn)
