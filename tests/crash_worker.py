@@ -1,6 +1,6 @@
 """Subprocess for the crash harness: appends durably forever, printing each acknowledged batch.
 
-Usage: python tests/crash_worker.py URL STREAM SEED
+Usage: python tests/crash_worker.py URL STREAM SEED [DURABILITY]
 Each line printed is `batch_id size id1,id2,...`, written only after append returned.
 """
 
@@ -14,8 +14,9 @@ import eventlog as el
 
 def main() -> None:
     url, stream, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    durability = sys.argv[4] if len(sys.argv) > 4 else "fsync"
     rng = random.Random(seed)
-    store = el.open(url, durability="fsync")
+    store = el.open(url, durability=durability)
     batch_no = 0
     while True:
         size = rng.choice((1, 1, 2, 5))

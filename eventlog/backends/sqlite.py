@@ -79,6 +79,8 @@ _ID_CHUNK = 500
 """Ids per `IN (...)` query (SQLite's default limit on parameters is 32766; keep them short)."""
 _OPTIONS = {"search", "busy_timeout", "check"}
 _MMAP_BYTES = 256 * 1024 * 1024
+_ROW_BYTES = 120
+"""A row's bytes besides its envelope and payload (id, stream, seq, ts, type, index entries)."""
 _TRUE = {"on", "true", "1", "yes"}
 _FALSE = {"off", "false", "0", "no"}
 
@@ -173,7 +175,7 @@ class SQLiteBackend(Backend):
         self._lock = threading.Lock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
-        self._writer = GroupWriter(self._connect(), self._translate, self.location)
+        self._writer = GroupWriter(self._connect(), self._translate, self.location, self._connect)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -248,7 +250,8 @@ class SQLiteBackend(Backend):
 
         # One row of a stream past its first event is one INSERT: atomic on its own.
         alone = len(rows) == 1 and not texts and first.seq != 1
-        positions: list[int] = self._writer.run(work, durability, one_statement=alone)
+        size = sum(len(row[5]) + len(row[6]) for row in rows) + _ROW_BYTES * len(rows)
+        positions: list[int] = self._writer.run(work, durability, one_statement=alone, size=size)
         return positions
 
     # -- reads -----------------------------------------------------------------------------

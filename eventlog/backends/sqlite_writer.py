@@ -8,6 +8,10 @@ commits once with the strictest durability any of them asked for, then wakes the
 thread returns only after the commit that holds its job, so an acknowledged event is as durable
 as its caller asked. While a leader waits for its sync, the next callers queue up and form the
 next group: under load, one sync serves many appends.
+
+Commits that do not sync, and large ones that do, leave WAL checkpoints to a background thread
+(see `sqlite_checkpoint`); small commits at durability fsync checkpoint inline, as SQLite does
+by default.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from eventlog.backends.base import Durability
 from eventlog.backends.group_commit import Gather
+from eventlog.backends.sqlite_checkpoint import CHECKPOINT_FRAMES, Checkpointer
 from eventlog.errors import BackendUnavailableError, StoreClosedError
 
 _SYNC = {Durability.FSYNC: "FULL", Durability.BATCH: "NORMAL", Durability.NONE: "OFF"}
@@ -27,6 +32,15 @@ _RANK = {Durability.NONE: 0, Durability.BATCH: 1, Durability.FSYNC: 2}
 _MAX_GROUP = 512
 """At most this many jobs share one transaction (bounds its size and the leader's latency)."""
 _BUSY_RETRIES = 5
+WAL_CAP_FRAMES = 8 * CHECKPOINT_FRAMES
+"""The writer's own automatic checkpoint while a thread checkpoints: a backstop that bounds the
+WAL (about 32 MiB of 4 KiB pages) if the background checkpoints fall behind."""
+BIG_COMMIT_PAGES = 32
+"""A commit at durability fsync this large (pages) leaves its checkpoint to the thread too:
+copying a thousand pages costs more than the growth of the WAL file it saves (see
+`sqlite_checkpoint`)."""
+_PAGES_PER_COMMIT = 3
+"""Pages a commit rewrites besides its rows' (the table's and two indexes' last leaves)."""
 
 Work = Callable[[sqlite3.Connection], Any]
 Translate = Callable[[BaseException], BaseException]
@@ -35,13 +49,17 @@ Translate = Callable[[BaseException], BaseException]
 class Job:
     """One write waiting for (or done by) a group commit."""
 
-    __slots__ = ("done", "durability", "error", "one_statement", "result", "work")
+    __slots__ = ("done", "durability", "error", "one_statement", "result", "size", "work")
 
-    def __init__(self, work: Work, durability: Durability, one_statement: bool = False) -> None:
+    def __init__(
+        self, work: Work, durability: Durability, one_statement: bool = False, size: int = 0
+    ) -> None:
         self.work = work
         self.durability = durability
         self.one_statement = one_statement
         """The work is one statement: atomic by itself when no other job shares its commit."""
+        self.size = size
+        """Bytes the work writes, about (paces the background checkpoints)."""
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
@@ -50,8 +68,18 @@ class Job:
 class GroupWriter:
     """Runs jobs on one connection, several per transaction when callers overlap."""
 
-    def __init__(self, conn: sqlite3.Connection, translate: Translate, location: str) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        translate: Translate,
+        location: str,
+        connect: Callable[[], sqlite3.Connection],
+    ) -> None:
         self._conn = conn
+        self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
+        # A WAL reset keeps at most this much file: room for the cap, without keeping a burst's.
+        conn.execute(f"PRAGMA journal_size_limit={2 * WAL_CAP_FRAMES * self._page_size}")
+        self._checkpointer = Checkpointer(connect, location)
         self._translate = translate
         self._location = location
         lock = threading.Lock()
@@ -61,18 +89,22 @@ class GroupWriter:
         self._leading = False
         self._closed = False
         self._sync = ""
+        self._autocheckpoint = CHECKPOINT_FRAMES
         self.commits = 0
         """Transactions committed by this writer (appends share them under load)."""
         self.jobs = 0
         """Jobs run by this writer."""
 
-    def run(self, work: Work, durability: Durability, *, one_statement: bool = False) -> Any:
+    def run(
+        self, work: Work, durability: Durability, *, one_statement: bool = False, size: int = 0
+    ) -> Any:
         """Run `work(conn)` in a write transaction; return its result once durable.
 
         `one_statement` says the work runs a single statement: alone in its group, it then runs
-        as SQLite's own autocommit transaction, which saves a BEGIN and a COMMIT round.
+        as SQLite's own autocommit transaction, which saves a BEGIN and a COMMIT round. `size`
+        is about how many bytes it writes.
         """
-        job = Job(work, durability, one_statement)
+        job = Job(work, durability, one_statement, size)
         group = self._wait_turn(job)
         if group is not None:
             self._lead(group)
@@ -112,8 +144,11 @@ class GroupWriter:
     def _commit(self, group: list[Job]) -> None:
         """Run the group in one transaction; every job ends with a result or an error."""
         conn = self._conn
+        level = max((j.durability for j in group), key=_RANK.__getitem__)
+        pages = sum(job.size for job in group) // self._page_size + _PAGES_PER_COMMIT
+        background = level is not Durability.FSYNC or pages >= BIG_COMMIT_PAGES
         try:
-            self._set_sync(max((j.durability for j in group), key=_RANK.__getitem__))
+            self._configure(level, background)
             if not (len(group) == 1 and group[0].one_statement and self._run_alone(group[0])):
                 self._begin()
                 if len(group) == 1:
@@ -134,6 +169,8 @@ class GroupWriter:
             return
         self.commits += 1
         self.jobs += len(group)
+        if background:
+            self._checkpointer.committed(pages)
 
     def _run_alone(self, job: Job) -> bool:
         """Run a one-statement job as its own autocommit transaction.
@@ -181,11 +218,16 @@ class GroupWriter:
         else:
             conn.execute("RELEASE job")
 
-    def _set_sync(self, level: Durability) -> None:
+    def _configure(self, level: Durability, background: bool) -> None:
+        """Set the commit's `synchronous` and its checkpoint: inline or left to the thread."""
         mode = _SYNC[level]
         if mode != self._sync:
             self._conn.execute(f"PRAGMA synchronous={mode}")
             self._sync = mode
+        frames = WAL_CAP_FRAMES if background else CHECKPOINT_FRAMES
+        if frames != self._autocheckpoint:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint={frames}")
+            self._autocheckpoint = frames
 
     def _begin(self) -> None:
         """BEGIN IMMEDIATE: take the write lock now, waiting (busy timeout) for other processes."""
@@ -214,8 +256,13 @@ class GroupWriter:
                 job.done = True
             self._queue.clear()
             self._cond.notify_all()
+        self._checkpointer.close()
         self._conn.close()
 
     def stats(self) -> dict[str, int]:
-        """Commits and jobs so far (jobs > commits when group commit merged callers)."""
-        return {"commits": self.commits, "jobs": self.jobs}
+        """Commits, jobs (more than commits when group commit merged callers), checkpoints."""
+        return {
+            "commits": self.commits,
+            "jobs": self.jobs,
+            "checkpoints": self._checkpointer.checkpoints,
+        }

@@ -310,7 +310,9 @@ def _batch(r: _Run, backend: str, n: int) -> None:
         fns.append(lambda: 0.0)
     else:
         fns.append(lambda: _raw_append(backend, r.path(f"raw-b{n}"), data, n, False))
-    value, limit = best_of(r.sizes.rounds, *fns)
+    if backend == "sqlite" and n == 100:
+        fns.append(lambda: raw.sqlite_append(r.path("raw-b100bg"), data, n, "NORMAL", True))
+    value, limit, *background = best_of(r.sizes.rounds, *fns)
     r.add(
         Figure(
             f"append.batch{n}.{backend}",
@@ -322,6 +324,7 @@ def _batch(r: _Run, backend: str, n: int) -> None:
             limit=limit or None,
             limit_label=_BATCH_LIMIT.get(backend, "").format(n=n),
             goal=">= 0.8" if n == 100 and backend != "memory" else "",
+            note=_background_note(value, background),
         )
     )
 
@@ -346,9 +349,10 @@ def _batch_durable_vs_peers(r: _Run) -> None:
     fns: list[Callable[[], float]] = [
         lambda: ours.append_rate("sqlite", r.path("b100f"), data, 100, "fsync"),
         lambda: raw.sqlite_append(r.path("raw-b100f"), data, 100, "FULL"),
+        lambda: raw.sqlite_append(r.path("raw-b100fbg"), data, 100, "FULL", True),
     ]
     names = _add_append_peers(r, fns, data, 100)
-    value, limit, *peer_values = best_of(r.sizes.rounds, *fns)
+    value, limit, background, *peer_values = best_of(r.sizes.rounds, *fns)
     r.add(
         Figure(
             "append.batch100_fsync.sqlite",
@@ -361,7 +365,22 @@ def _batch_durable_vs_peers(r: _Run) -> None:
             limit_label="sqlite3 executemany 100/txn, WAL, FULL",
             peers=dict(zip(names, peer_values, strict=True)),
             peer_goals={"best": ">= 1.2"} if names else {},
+            note=_background_note(value, [background]),
         )
+    )
+
+
+def _background_note(value: float, background: list[float]) -> str:
+    """The raw engine with eventlog's checkpoint schedule, beside the default-schedule limit.
+
+    eventlog leaves the WAL checkpoints of large or unsynced commits to a thread; raw sqlite3
+    runs them inside the commit (its default), so the limit alone would flatter eventlog.
+    """
+    if not background or not background[0]:
+        return ""
+    return (
+        f"raw with eventlog's background checkpoints: {background[0]:,.0f}/s, "
+        f"eventlog {value / background[0]:.2f}x that"
     )
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import eventlog as el
-from eventlog.backends import sqlite_schema
+from eventlog.backends import sqlite_schema, sqlite_writer
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend
+from eventlog.backends.sqlite_checkpoint import CHECKPOINT_FRAMES, Checkpointer
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -467,4 +468,119 @@ def test_single_append_waits_out_another_writer(tmp_path: Path) -> None:
         worker.join(10)
         assert [e.seq for e in result[0]] == [2]
         assert [e.seq for e in store.read("s")] == [1, 2]
-        assert store.backend.stats() == {"commits": 2, "jobs": 2}
+        assert store.backend.stats() == {"commits": 2, "jobs": 2, "checkpoints": 0}
+
+
+# -- background checkpoints --------------------------------------------------------------------
+
+
+def _big_events(n: int, size: int = 4000) -> list[el.Event]:
+    return [el.Event(data=el.ModelInput.from_text(f"{i} " + "x" * size)) for i in range(n)]
+
+
+def _wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _checkpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("eventlog-checkpoint")]
+
+
+def test_batch_appends_are_checkpointed_in_the_background(tmp_path: Path) -> None:
+    """Commits that do not sync leave the WAL copy to another thread: the database file grows
+    while the store is open, with no commit having checkpointed (the writer's threshold is the
+    cap), and closing the store stops the thread."""
+    path = tmp_path / "b.db"
+    with el.open(url_for(path), durability="batch") as store:
+        before = path.stat().st_size
+        events = _big_events(1500)  # about 6 MB: 1500 pages, past one checkpoint's worth
+        for i in range(0, len(events), 100):
+            store.append("s", events[i : i + 100])
+        assert _wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
+        assert _checkpoint_threads()
+        assert _wait_for(lambda: path.stat().st_size > before + 4_000_000)
+        assert [e.seq for e in store.read("s")] == list(range(1, 1501))
+    assert not _checkpoint_threads()
+    with el.open(url_for(path)) as again:
+        assert again.verify().ok
+        assert sum(1 for _ in again.read("s")) == 1500
+
+
+def test_small_fsync_commits_checkpoint_inline(tmp_path: Path) -> None:
+    """At durability fsync a small commit checkpoints inline, as SQLite does by default (the WAL
+    is then rewritten in place), and no thread is started."""
+    path = tmp_path / "f.db"
+    with el.open(url_for(path), durability="fsync") as store:
+        for event in _big_events(250, 16_000):  # about 1250 pages: past the 1000-page threshold
+            store.append("s", [event])
+        assert store.backend.stats()["checkpoints"] == 0
+        assert not _checkpoint_threads()
+        assert path.stat().st_size > 2_000_000  # the inline checkpoint copied pages in
+
+
+def test_large_fsync_commits_are_checkpointed_in_the_background(tmp_path: Path) -> None:
+    """A commit of many pages at durability fsync leaves its checkpoint to the thread: copying
+    a thousand pages inside the commit costs more than growing the WAL file."""
+    path = tmp_path / "F.db"
+    with el.open(url_for(path), durability="fsync") as store:
+        events = _big_events(300, 16_000)  # 10 commits of about 120 pages
+        for i in range(0, len(events), 30):
+            store.append("s", events[i : i + 30])
+        assert _wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
+        assert store.backend.stats()["commits"] == 10
+
+
+def test_the_wal_stays_bounded_when_appends_outrun_checkpoints(tmp_path: Path) -> None:
+    """A background checkpoint cannot reset the WAL while the writer keeps appending; the
+    writer's own checkpoint at the cap does, so a long burst does not grow the WAL without end."""
+    path = tmp_path / "w.db"
+    wal = Path(f"{path}-wal")
+    largest = 0
+    with el.open(url_for(path), durability="none") as store:
+        events = _big_events(100)
+        for _ in range(150):  # 150 x 100 x 4 KB: about 60 MB
+            store.append("s", [el.Event(data=e.data) for e in events])
+            largest = max(largest, wal.stat().st_size)
+    cap = sqlite_writer.WAL_CAP_FRAMES * 4096
+    assert cap < largest < cap + 16_000_000, largest
+
+
+def test_a_failed_background_checkpoint_is_logged_and_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The checkpoint thread survives an error: it logs it and checkpoints again after the next
+    pages. Here its connection is to a file that is not a database."""
+    bad = tmp_path / "not-a-db"
+    bad.write_bytes(b"not a database at all" * 500)
+    connections: list[sqlite3.Connection] = []
+
+    def connect() -> sqlite3.Connection:
+        connections.append(sqlite3.connect(bad, check_same_thread=False))
+        return connections[-1]
+
+    checkpointer = Checkpointer(connect, str(bad))
+    with caplog.at_level("WARNING", logger="eventlog.backends.sqlite"):
+        checkpointer.committed(CHECKPOINT_FRAMES)
+        assert _wait_for(lambda: len(caplog.records) == 1)
+        checkpointer.committed(CHECKPOINT_FRAMES)
+        assert _wait_for(lambda: len(caplog.records) == 2)
+    assert "background checkpoint failed" in caplog.records[0].getMessage()
+    assert str(bad) in caplog.records[0].getMessage()
+    assert checkpointer.checkpoints == 0
+    checkpointer.close()
+    assert not _checkpoint_threads()
+    assert len(connections) == 1  # one connection, reused for the retry
+
+
+@pytest.mark.slow
+def test_crash_at_durability_batch_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """kill -9 of a writer at durability batch, background checkpoints running: a process
+    crash loses no acknowledged event (the commit is in the OS before append returns)."""
+    from tests.crash import run_crash_rounds
+
+    assert run_crash_rounds(url_for(tmp_path / "crash.db"), rounds=4, durability="batch") > 0
