@@ -503,7 +503,7 @@ def test_batch_appends_are_checkpointed_in_the_background(tmp_path: Path) -> Non
             store.append("s", events[i : i + 100])
         assert _wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
         assert _checkpoint_threads()
-        assert _wait_for(lambda: path.stat().st_size > before + 4_000_000)
+        assert _wait_for(lambda: path.stat().st_size > before + 2_000_000)  # ~1000 pages copied
         assert [e.seq for e in store.read("s")] == list(range(1, 1501))
     assert not _checkpoint_threads()
     with el.open(url_for(path)) as again:
