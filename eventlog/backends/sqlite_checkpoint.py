@@ -54,10 +54,15 @@ class Checkpointer:
             if self._pending < CHECKPOINT_FRAMES:
                 return
             if self._thread is None:
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._run, name=f"eventlog-checkpoint {self._location}", daemon=True
                 )
-                self._thread.start()
+                try:
+                    thread.start()
+                except RuntimeError:  # interpreter shutting down: the commit stands regardless
+                    self._pending = 0
+                    return
+                self._thread = thread
             self._cond.notify()
 
     def _run(self) -> None:
