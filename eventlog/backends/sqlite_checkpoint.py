@@ -25,6 +25,16 @@ log = logging.getLogger("eventlog.backends.sqlite")
 
 CHECKPOINT_FRAMES = 1000
 """Pages committed between background checkpoints (SQLite's own automatic threshold)."""
+WAL_CAP_FRAMES = 8 * CHECKPOINT_FRAMES
+"""The writer's own automatic checkpoint while a thread checkpoints: a backstop that bounds the
+WAL (about 32 MiB of 4 KiB pages) if the background checkpoints fall behind."""
+_PAGES_PER_COMMIT = 3
+"""Pages a commit rewrites besides its rows' (the table's and two indexes' last leaves)."""
+
+
+def commit_pages(size: int, page_size: int) -> int:
+    """About how many WAL pages a commit writing `size` bytes of rows adds (paces checkpoints)."""
+    return size // page_size + _PAGES_PER_COMMIT
 
 
 class Checkpointer:

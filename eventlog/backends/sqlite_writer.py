@@ -24,7 +24,12 @@ from typing import Any
 
 from eventlog.backends.base import Durability
 from eventlog.backends.group_commit import Gather
-from eventlog.backends.sqlite_checkpoint import CHECKPOINT_FRAMES, Checkpointer
+from eventlog.backends.sqlite_checkpoint import (
+    CHECKPOINT_FRAMES,
+    WAL_CAP_FRAMES,
+    Checkpointer,
+    commit_pages,
+)
 from eventlog.errors import BackendUnavailableError, StoreClosedError
 
 _SYNC = {Durability.FSYNC: "FULL", Durability.BATCH: "NORMAL", Durability.NONE: "OFF"}
@@ -32,15 +37,10 @@ _RANK = {Durability.NONE: 0, Durability.BATCH: 1, Durability.FSYNC: 2}
 _MAX_GROUP = 512
 """At most this many jobs share one transaction (bounds its size and the leader's latency)."""
 _BUSY_RETRIES = 5
-WAL_CAP_FRAMES = 8 * CHECKPOINT_FRAMES
-"""The writer's own automatic checkpoint while a thread checkpoints: a backstop that bounds the
-WAL (about 32 MiB of 4 KiB pages) if the background checkpoints fall behind."""
 BIG_COMMIT_PAGES = 32
 """A commit at durability fsync this large (pages) leaves its checkpoint to the thread too:
 copying a thousand pages costs more than the growth of the WAL file it saves (see
 `sqlite_checkpoint`)."""
-_PAGES_PER_COMMIT = 3
-"""Pages a commit rewrites besides its rows' (the table's and two indexes' last leaves)."""
 
 Work = Callable[[sqlite3.Connection], Any]
 Translate = Callable[[BaseException], BaseException]
@@ -145,7 +145,7 @@ class GroupWriter:
         """Run the group in one transaction; every job ends with a result or an error."""
         conn = self._conn
         level = max((j.durability for j in group), key=_RANK.__getitem__)
-        pages = sum(job.size for job in group) // self._page_size + _PAGES_PER_COMMIT
+        pages = commit_pages(sum(job.size for job in group), self._page_size)
         background = level is not Durability.FSYNC or pages >= BIG_COMMIT_PAGES
         try:
             self._configure(level, background)

@@ -29,8 +29,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from eventlog.backends.sqlite_checkpoint import Checkpointer
-from eventlog.backends.sqlite_writer import WAL_CAP_FRAMES
+from eventlog.backends.sqlite_checkpoint import WAL_CAP_FRAMES, Checkpointer, commit_pages
 from eventlog.bench.common import (
     event_union,
     msgpack_decoder,
@@ -95,7 +94,7 @@ def sqlite_append(
             conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
             if checkpointer is not None:
-                checkpointer.committed(sum(len(row[3]) for row in rows) // 4096 + 3)
+                checkpointer.committed(commit_pages(sum(len(row[3]) for row in rows), 4096))
     result = n / (time.perf_counter() - t0)
     if checkpointer is not None:
         checkpointer.close()

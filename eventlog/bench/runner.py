@@ -324,7 +324,7 @@ def _batch(r: _Run, backend: str, n: int) -> None:
             limit=limit or None,
             limit_label=_BATCH_LIMIT.get(backend, "").format(n=n),
             goal=">= 0.8" if n == 100 and backend != "memory" else "",
-            note=_background_note(value, background),
+            note=_background_note(value, background[0] if background else None),
         )
     )
 
@@ -365,22 +365,22 @@ def _batch_durable_vs_peers(r: _Run) -> None:
             limit_label="sqlite3 executemany 100/txn, WAL, FULL",
             peers=dict(zip(names, peer_values, strict=True)),
             peer_goals={"best": ">= 1.2"} if names else {},
-            note=_background_note(value, [background]),
+            note=_background_note(value, background),
         )
     )
 
 
-def _background_note(value: float, background: list[float]) -> str:
+def _background_note(value: float, background: float | None) -> str:
     """The raw engine with eventlog's checkpoint schedule, beside the default-schedule limit.
 
     eventlog leaves the WAL checkpoints of large or unsynced commits to a thread; raw sqlite3
     runs them inside the commit (its default), so the limit alone would flatter eventlog.
     """
-    if not background or not background[0]:
+    if not background:
         return ""
     return (
-        f"raw with eventlog's background checkpoints: {background[0]:,.0f}/s, "
-        f"eventlog {value / background[0]:.2f}x that"
+        f"raw with eventlog's background checkpoints: {background:,.0f}/s, "
+        f"eventlog {value / background:.2f}x that"
     )
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import eventlog as el
-from eventlog.backends import sqlite_schema, sqlite_writer
+from eventlog.backends import sqlite_schema
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend
-from eventlog.backends.sqlite_checkpoint import CHECKPOINT_FRAMES, Checkpointer
+from eventlog.backends.sqlite_checkpoint import CHECKPOINT_FRAMES, WAL_CAP_FRAMES, Checkpointer
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -546,7 +546,7 @@ def test_the_wal_stays_bounded_when_appends_outrun_checkpoints(tmp_path: Path) -
         for _ in range(150):  # 150 x 100 x 4 KB: about 60 MB
             store.append("s", [el.Event(data=e.data) for e in events])
             largest = max(largest, wal.stat().st_size)
-    cap = sqlite_writer.WAL_CAP_FRAMES * 4096
+    cap = WAL_CAP_FRAMES * 4096
     assert cap < largest < cap + 16_000_000, largest
 
 
