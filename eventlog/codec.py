@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -75,6 +75,43 @@ def chain_hash(
     )
     h.update(plain)
     return h.digest()
+
+
+def chain_hashes(
+    prev: bytes, stream: str, first_seq: int, ts: int, encoded: Sequence[Encoded]
+) -> list[bytes]:
+    """`chain_hash` of each event of one append (seqs from `first_seq`, one `ts`), in one loop.
+
+    One SHA-256 call per event over the concatenated input: the same digest as `chain_hash`'s
+    update in two steps, with fewer Python calls on the append path.
+    """
+    header, sha = _header_encoder.encode, _sha256
+    out: list[bytes] = []
+    append = out.append
+    seq = first_seq
+    for e in encoded:
+        meta = e.meta
+        prev = sha(
+            prev
+            + header(
+                (
+                    stream,
+                    seq,
+                    e.id,
+                    ts,
+                    e.type,
+                    e.version,
+                    e.causation_id,
+                    e.correlation_id,
+                    len(meta),
+                )
+            )
+            + meta
+            + e.plain
+        ).digest()
+        append(prev)
+        seq += 1
+    return out
 
 
 def validate_stream_name(stream: object) -> str:
@@ -178,6 +215,11 @@ class Codec:
         )
 
     # -- encoding --------------------------------------------------------------------------
+
+    def encode_events(self, events: Iterable[Event | EventData]) -> list[Encoded]:
+        """`encode_event` for each event of one append (its index names it in errors)."""
+        encode = self.encode_event
+        return [encode(e, i) for i, e in enumerate(events)]
 
     def encode_event(self, event: Event | EventData, index: int = 0) -> Encoded:
         """Validate and encode one event to append; raise ValidationError naming the field."""

@@ -24,7 +24,14 @@ from eventlog.backends.base import (
     SearchHit,
     StreamInfo,
 )
-from eventlog.codec import GENESIS, Codec, Encoded, chain_hash, validate_stream_name
+from eventlog.codec import (
+    GENESIS,
+    Codec,
+    Encoded,
+    chain_hash,
+    chain_hashes,
+    validate_stream_name,
+)
 from eventlog.compression import Compression
 from eventlog.errors import (
     ConcurrencyError,
@@ -150,8 +157,7 @@ class Store:
         validate_stream_name(stream)
         _check_expected(expected_seq)
         level = self.durability if durability is None else Durability(durability)
-        encode = self._codec.encode_event
-        encoded = [encode(e, i) for i, e in enumerate(events)]
+        encoded = self._codec.encode_events(events)
         if not encoded:
             return []
         if len(encoded) > 1 and len({e.id for e in encoded}) != len(encoded):
@@ -216,31 +222,19 @@ class Store:
         self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes
     ) -> list[Record]:
         ts = time.time_ns()
+        first = tail_seq + 1
+        hashes = chain_hashes(prev, stream, first, ts, encoded)
         pack = self._codec.pack
         wants_text = self._backend.wants_text
-        records = []
+        records: list[Record] = []
+        add = records.append
         for i, e in enumerate(encoded):
-            seq = tail_seq + 1 + i
-            h = chain_hash(
-                prev,
-                stream,
-                seq,
-                e.id,
-                ts,
-                e.type,
-                e.version,
-                e.causation_id,
-                e.correlation_id,
-                e.meta,
-                e.plain,
-            )
             data, codec_id = pack(e.plain)
-            text = event_text(e.data) if wants_text else ""
-            records.append(
+            add(
                 Record(
                     e.id,
                     stream,
-                    seq,
+                    first + i,
                     ts,
                     e.type,
                     e.version,
@@ -248,13 +242,12 @@ class Store:
                     e.meta,
                     e.causation_id,
                     e.correlation_id,
-                    h,
+                    hashes[i],
                     codec_id,
                     0,
-                    text,
+                    event_text(e.data) if wants_text else "",
                 )
             )
-            prev = h
         return records
 
     def _already_stored(self, stream: str, encoded: list[Encoded]) -> list[RecordedEvent] | None:
