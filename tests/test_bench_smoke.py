@@ -9,11 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
+import orjson
 from click.testing import CliRunner
 
-from eventlog.bench import runner
+import eventlog as el
+from eventlog.bench import limits, runner
 from eventlog.bench.common import TINY
+from eventlog.bench.workload import conversation_events
 from eventlog.cli import cli
+from eventlog.codec import GENESIS, chain_hash
 
 EXPECTED = [
     "limit.fsync",
@@ -104,3 +109,35 @@ def test_cli_bench_json(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["command"].startswith("eventlog ")
     assert any(f["key"] == "read.stream.memory" and f["value"] > 0 for f in result["figures"])
+
+
+def test_jsonl_format_floor_writes_eventlogs_lines(tmp_path: Path) -> None:
+    """The floor is only a bound if it does the format's real work: same lines, valid chain."""
+    data = conversation_events(25)
+    rate = limits.jsonl_format_floor(tmp_path / "floor.jsonl", data, 10)
+    assert rate > 0
+    lines = (tmp_path / "floor.jsonl").read_bytes().splitlines()
+    with el.open(f"jsonl://{tmp_path / 'store'}") as store:
+        store.append("s", data[:1])
+    stored = (tmp_path / "store" / "streams").glob("*.jsonl")
+    ours = next(stored).read_bytes().splitlines()[1]  # after the header line
+    assert list(orjson.loads(lines[0])) == list(orjson.loads(ours))
+    prev, encode = GENESIS, msgspec.json.Encoder().encode
+    for seq, (raw, d) in enumerate(zip(lines, data, strict=True), 1):
+        line = orjson.loads(raw)
+        assert line["seq"] == seq and line["batch_end"] == min(-(-seq // 10) * 10, 25)
+        assert line["data"] == orjson.loads(encode(d))
+        prev = chain_hash(
+            prev,
+            "s",
+            seq,
+            line["id"],
+            line["ts"],
+            line["type"],
+            line["v"],
+            None,
+            None,
+            b"",
+            encode(d),
+        )
+        assert line["hash"] == prev.hex()

@@ -237,7 +237,7 @@ def _line_parts(records: Sequence[Record], first_pos: int) -> list[bytes]:
             if kind is None:
                 kind = _TYPE_JSON[r.type] = _line_encoder.encode(r.type)
             add(
-                _PLAIN_HEAD
+                PLAIN_HEAD
                 % (r.seq, first_pos + i, r.id.encode(), r.ts, kind, r.version, end, hexlify(r.hash))
             )
             add(r.data)
@@ -267,11 +267,12 @@ def _write_all(fd: int, parts: list[bytes], offset: int) -> int:
 
 
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16, 1024)
-_PLAIN_HEAD = (
+PLAIN_HEAD = (
     b'{"seq":%d,"pos":%d,"id":"%s","ts":%d,"type":%s,"v":%d,"batch_end":%d,"hash":"%s","data":'
 )
+"""A plain event's line up to its payload (also written by the benchmark's format floor)."""
 _TYPE_JSON: dict[str, bytes] = {}
-"""Event type -> its JSON string literal, for `_PLAIN_HEAD`."""
+"""Event type -> its JSON string literal, for `PLAIN_HEAD`."""
 
 
 def _line(r: Record, pos: int, end: int) -> Line:
