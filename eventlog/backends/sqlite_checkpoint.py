@@ -7,6 +7,15 @@ checkpoint is raised to a cap, and this thread runs a PASSIVE checkpoint on its 
 after every ~1000 pages the writer committed. PASSIVE never blocks the writer or readers; the
 copy and its fsyncs run on another core while appends go on.
 
+A PASSIVE checkpoint copies the WAL but never restarts it: while appends keep coming, the file
+keeps growing. Once the thread finds the WAL `RESTART_FRAMES` long, the writer runs a RESTART
+checkpoint before its next commit: it copies the few pages committed since the thread's
+checkpoint and waits for readers to leave the WAL, so that the commit writes the WAL from its
+start. The writer runs it, between its own transactions, because a checkpoint from the thread
+would have to win the write lock from a writer that takes it again at once. Its wait for
+readers is bounded by `RESTART_WAIT_MS`: if a reader or another process keeps the WAL busy
+longer, writes go on and the restart is tried again once the WAL has grown as much again.
+
 Small commits at durability fsync keep SQLite's inline checkpoint (see `sqlite_writer`): the
 WAL is then reset and rewritten in place, and an `fdatasync` over blocks that already exist is
 cheaper than one that also grows the file. Measured here with raw sqlite3 at synchronous=FULL
@@ -27,7 +36,11 @@ CHECKPOINT_FRAMES = 1000
 """Pages committed between background checkpoints (SQLite's own automatic threshold)."""
 WAL_CAP_FRAMES = 8 * CHECKPOINT_FRAMES
 """The writer's own automatic checkpoint while a thread checkpoints: a backstop that bounds the
-WAL (about 32 MiB of 4 KiB pages) if the background checkpoints fall behind."""
+WAL (about 32 MiB of 4 KiB pages) if the thread's checkpoints fail."""
+RESTART_FRAMES = WAL_CAP_FRAMES // 2
+"""A WAL this long (pages) is restarted, well before the writer's backstop."""
+RESTART_WAIT_MS = 100
+"""How long a RESTART checkpoint may hold writes back waiting for readers to leave the WAL."""
 _PAGES_PER_COMMIT = 3
 """Pages a commit rewrites besides its rows' (the table's and two indexes' last leaves)."""
 
@@ -52,8 +65,15 @@ class Checkpointer:
         self._pending = 0
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._checkpointing = threading.Lock()
+        """Held by whoever checkpoints: a second checkpoint at once would fail with SQLITE_BUSY."""
+        self._restart_at = RESTART_FRAMES
+        self.restart_due = False
+        """The thread found the WAL long enough to restart; the writer calls `restart`."""
         self.checkpoints = 0
         """Checkpoints run by this thread."""
+        self.restarts = 0
+        """RESTART checkpoints run by the writer that restarted the WAL."""
 
     def committed(self, pages: int) -> None:
         """Count pages the writer just committed; wake the thread when a checkpoint is due."""
@@ -89,8 +109,12 @@ class Checkpointer:
                     if conn is None:
                         conn = self._connect()
                     # The GIL is released while SQLite copies and syncs.
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    with self._checkpointing:
+                        row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                     self.checkpoints += 1
+                    # The WAL's length now: what the checkpoint saw, plus what came in since.
+                    if row[1] + self._pending >= self._restart_at:
+                        self.restart_due = True
                 except sqlite3.Error as exc:
                     log.warning(
                         "%s: background checkpoint failed, will retry: %s", self._location, exc
@@ -98,6 +122,30 @@ class Checkpointer:
         finally:
             if conn is not None:
                 conn.close()
+
+    def restart(self, conn: sqlite3.Connection) -> None:
+        """Restart the WAL from the writer's connection `conn`, outside any transaction.
+
+        Waits for a checkpoint of the thread in progress, then for readers at most
+        `RESTART_WAIT_MS`. A failure is logged, never raised: the commits stand either way.
+        """
+        with self._checkpointing:
+            self.restart_due = False
+            try:
+                wait = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+                conn.execute(f"PRAGMA busy_timeout={RESTART_WAIT_MS}")
+                try:
+                    busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={wait}")
+            except sqlite3.Error as exc:
+                log.warning("%s: WAL restart failed, will retry: %s", self._location, exc)
+                return
+            if busy:  # readers kept the WAL: wait for as much growth before holding writes again
+                self._restart_at = frames + RESTART_FRAMES
+            else:
+                self._restart_at = RESTART_FRAMES
+                self.restarts += 1
 
     def close(self) -> None:
         """Stop the thread, letting a checkpoint in progress finish first."""

@@ -148,6 +148,8 @@ class GroupWriter:
         pages = commit_pages(sum(job.size for job in group), self._page_size)
         background = level is not Durability.FSYNC or pages >= BIG_COMMIT_PAGES
         try:
+            if self._checkpointer.restart_due:
+                self._checkpointer.restart(conn)
             self._configure(level, background)
             if not (len(group) == 1 and group[0].one_statement and self._run_alone(group[0])):
                 self._begin()
@@ -265,4 +267,5 @@ class GroupWriter:
             "commits": self.commits,
             "jobs": self.jobs,
             "checkpoints": self._checkpointer.checkpoints,
+            "restarts": self._checkpointer.restarts,
         }

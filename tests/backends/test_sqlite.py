@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,12 @@ import eventlog as el
 from eventlog.backends import sqlite_schema
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend
-from eventlog.backends.sqlite_checkpoint import CHECKPOINT_FRAMES, WAL_CAP_FRAMES, Checkpointer
+from eventlog.backends.sqlite_checkpoint import (
+    CHECKPOINT_FRAMES,
+    RESTART_FRAMES,
+    WAL_CAP_FRAMES,
+    Checkpointer,
+)
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -468,7 +474,7 @@ def test_single_append_waits_out_another_writer(tmp_path: Path) -> None:
         worker.join(10)
         assert [e.seq for e in result[0]] == [2]
         assert [e.seq for e in store.read("s")] == [1, 2]
-        assert store.backend.stats() == {"commits": 2, "jobs": 2, "checkpoints": 0}
+        assert store.backend.stats() == {"commits": 2, "jobs": 2, "checkpoints": 0, "restarts": 0}
 
 
 # -- background checkpoints --------------------------------------------------------------------
@@ -535,9 +541,15 @@ def test_large_fsync_commits_are_checkpointed_in_the_background(tmp_path: Path) 
         assert store.backend.stats()["commits"] == 10
 
 
+def _wal_restarts(path: Path) -> int:
+    """The WAL header's checkpoint sequence number: SQLite adds one each time the WAL restarts."""
+    with open(f"{path}-wal", "rb") as wal:
+        return int.from_bytes(wal.read(16)[12:16], "big")
+
+
 def test_the_wal_stays_bounded_when_appends_outrun_checkpoints(tmp_path: Path) -> None:
-    """A background checkpoint cannot reset the WAL while the writer keeps appending; the
-    writer's own checkpoint at the cap does, so a long burst does not grow the WAL without end."""
+    """A PASSIVE checkpoint cannot restart the WAL while the writer keeps appending; the
+    writer's RESTART checkpoint does, so a burst twice the writer's backstop never reaches it."""
     path = tmp_path / "w.db"
     wal = Path(f"{path}-wal")
     largest = 0
@@ -546,8 +558,33 @@ def test_the_wal_stays_bounded_when_appends_outrun_checkpoints(tmp_path: Path) -
         for _ in range(150):  # 150 x 100 x 4 KB: about 60 MB
             store.append("s", [el.Event(data=e.data) for e in events])
             largest = max(largest, wal.stat().st_size)
-    cap = WAL_CAP_FRAMES * 4096
-    assert cap < largest < cap + 16_000_000, largest
+        assert store.backend.stats()["restarts"] >= 2
+    assert RESTART_FRAMES * 4096 < largest < WAL_CAP_FRAMES * 4096, largest
+
+
+def test_a_reader_holding_the_wal_delays_its_restart_but_no_append(tmp_path: Path) -> None:
+    """A reader in a long transaction keeps the WAL from restarting: the RESTART checkpoint
+    gives up after its short wait and appends go on. Once the reader is done, the WAL restarts."""
+    path = tmp_path / "r.db"
+    events = _big_events(100)
+    with el.open(url_for(path), durability="none") as store:
+        store.append("s", events[:1])
+        with closing(sqlite3.connect(path)) as reader:
+            reader.execute("BEGIN")
+            assert reader.execute("SELECT count(*) FROM events").fetchone() == (1,)
+            held = _wal_restarts(path)
+            for _ in range(60):  # about 24 MB: past RESTART_FRAMES
+                store.append("s", [el.Event(data=e.data) for e in events])
+            assert _wait_for(lambda: store.backend.stats()["checkpoints"] >= 4)
+            assert store.backend.stats()["restarts"] == 0
+            assert _wal_restarts(path) == held
+            reader.execute("COMMIT")
+        for appends in itertools.count(1):  # the WAL restarts once it has grown as much again
+            store.append("s", [el.Event(data=e.data) for e in events])
+            if _wal_restarts(path) != held or appends == 100:
+                break
+        assert _wal_restarts(path) != held
+        assert store.head_position() == 6001 + appends * 100
 
 
 def test_a_failed_background_checkpoint_is_logged_and_retried(
