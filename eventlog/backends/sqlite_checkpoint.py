@@ -74,6 +74,8 @@ class Checkpointer:
         """Checkpoints run by this thread."""
         self.restarts = 0
         """RESTART checkpoints run by the writer that restarted the WAL."""
+        self.restarts_blocked = 0
+        """RESTART checkpoints that gave up waiting for readers to leave the WAL."""
 
     def committed(self, pages: int) -> None:
         """Count pages the writer just committed; wake the thread when a checkpoint is due."""
@@ -143,6 +145,7 @@ class Checkpointer:
                 return
             if busy:  # readers kept the WAL: wait for as much growth before holding writes again
                 self._restart_at = frames + RESTART_FRAMES
+                self.restarts_blocked += 1
             else:
                 self._restart_at = RESTART_FRAMES
                 self.restarts += 1

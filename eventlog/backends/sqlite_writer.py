@@ -262,10 +262,14 @@ class GroupWriter:
         self._conn.close()
 
     def stats(self) -> dict[str, int]:
-        """Commits, jobs (more than commits when group commit merged callers), checkpoints."""
+        """Commits, jobs (jobs > commits when callers shared one), checkpoints, WAL restarts.
+
+        `restarts_blocked` counts the restarts that gave up because a reader held the WAL.
+        """
         return {
             "commits": self.commits,
             "jobs": self.jobs,
             "checkpoints": self._checkpointer.checkpoints,
             "restarts": self._checkpointer.restarts,
+            "restarts_blocked": self._checkpointer.restarts_blocked,
         }
