@@ -75,8 +75,8 @@ def sqlite_append(
 
     SQLite checkpoints inside the commit that fills the WAL past 1000 pages (its default).
     With `background_checkpoints`, a thread does it instead, as eventlog does for commits that
-    do not sync (its `Checkpointer`, paced by the bytes committed): the engine's limit with the
-    same checkpoint schedule.
+    do not sync (its `Checkpointer`, paced by the bytes committed, with the writer's WAL
+    restarts): the engine's limit with the same checkpoint schedule.
     """
     conn = _sqlite(path, synchronous)
     checkpointer = None
@@ -93,6 +93,8 @@ def sqlite_append(
     else:
         for i in range(0, n, batch):
             rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + batch, n))]
+            if checkpointer is not None and checkpointer.restart_due:
+                checkpointer.restart(conn)
             conn.execute("BEGIN")
             conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
