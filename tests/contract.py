@@ -94,6 +94,16 @@ def concurrent_single_appends(
     return acked
 
 
+def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll `check` until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
 def conflict_in_one_group(store: el.Store, queue: Any, commit: Any) -> el.RecordedEvent:
     """Hold a group-commit queue's lead, queue a duplicate-id append to stream "z" and a good one
     to "y" so they share the next commit, and check only the duplicate fails; the good event.
@@ -114,10 +124,10 @@ def conflict_in_one_group(store: el.Store, queue: Any, commit: Any) -> el.Record
 
     # A job that writes nothing and holds the lead until the gate opens.
     holder = threading.Thread(
-        target=queue.run, args=(lambda _: None if gate.wait(5) else None, False, commit)
+        target=queue.run, args=(lambda _: None if gate.wait(30) else None, False, commit)
     )
     holder.start()
-    time.sleep(0.05)
+    assert wait_for(lambda: queue._leading)
     bad = el.Event(data=el.ModelInput.from_text("dup"), id=taken)
     good = el.Event(data=el.ModelInput.from_text("ok"))
     threads = [
@@ -126,7 +136,7 @@ def conflict_in_one_group(store: el.Store, queue: Any, commit: Any) -> el.Record
     ]
     for th in threads:
         th.start()
-    time.sleep(0.1)
+    assert wait_for(lambda: len(queue._queue) == 2)  # both wait for the next commit
     commits = stats()["commits"]
     gate.set()
     for th in [holder, *threads]:

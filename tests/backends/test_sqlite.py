@@ -28,6 +28,7 @@ from tests.contract import (
     concurrent_single_appends,
     text_events,
     texts_of,
+    wait_for,
 )
 
 
@@ -120,14 +121,13 @@ def _in_one_group(
         except Conflict as exc:
             results[name] = exc
 
-    holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(5), Durability.NONE))
+    holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(30), Durability.NONE))
     holder.start()
-    time.sleep(0.05)
+    assert wait_for(lambda: writer._leading)
     threads = [threading.Thread(target=append, args=item) for item in appends.items()]
-    for th in threads:
+    for queued, th in enumerate(threads, 1):
         th.start()
-        time.sleep(0.02)  # queue in the given order
-    time.sleep(0.1)
+        assert wait_for(lambda n=queued: len(writer._queue) == n)  # queue in the given order
     commits = writer.commits
     gate.set()
     for th in [holder, *threads]:
@@ -490,15 +490,6 @@ def _big_events(n: int, size: int = 4000) -> list[el.Event]:
     return [el.Event(data=el.ModelInput.from_text(f"{i} " + "x" * size)) for i in range(n)]
 
 
-def _wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
 def _checkpoint_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("eventlog-checkpoint")]
 
@@ -513,9 +504,9 @@ def test_batch_appends_are_checkpointed_in_the_background(tmp_path: Path) -> Non
         events = _big_events(1500)  # about 6 MB: 1500 pages, past one checkpoint's worth
         for i in range(0, len(events), 100):
             store.append("s", events[i : i + 100])
-        assert _wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
+        assert wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
         assert _checkpoint_threads()
-        assert _wait_for(lambda: path.stat().st_size > before + 2_000_000)  # ~1000 pages copied
+        assert wait_for(lambda: path.stat().st_size > before + 2_000_000)  # ~1000 pages copied
         assert [e.seq for e in store.read("s")] == list(range(1, 1501))
     assert not _checkpoint_threads()
     with el.open(url_for(path)) as again:
@@ -543,7 +534,7 @@ def test_large_fsync_commits_are_checkpointed_in_the_background(tmp_path: Path) 
         events = _big_events(300, 16_000)  # 10 commits of about 120 pages
         for i in range(0, len(events), 30):
             store.append("s", events[i : i + 30])
-        assert _wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
+        assert wait_for(lambda: store.backend.stats()["checkpoints"] >= 1)
         assert store.backend.stats()["commits"] == 10
 
 
@@ -616,9 +607,9 @@ def test_a_failed_background_checkpoint_is_logged_and_retried(
     checkpointer = Checkpointer(connect, str(bad))
     with caplog.at_level("WARNING", logger="eventlog.backends.sqlite"):
         checkpointer.committed(CHECKPOINT_FRAMES)
-        assert _wait_for(lambda: len(caplog.records) == 1)
+        assert wait_for(lambda: len(caplog.records) == 1)
         checkpointer.committed(CHECKPOINT_FRAMES)
-        assert _wait_for(lambda: len(caplog.records) == 2)
+        assert wait_for(lambda: len(caplog.records) == 2)
     assert "background checkpoint failed" in caplog.records[0].getMessage()
     assert str(bad) in caplog.records[0].getMessage()
     assert checkpointer.checkpoints == 0
