@@ -392,7 +392,7 @@ def test_lock_held_by_another_process_times_out_clearly(root: Path) -> None:
 def test_writer_waits_for_a_briefly_held_lock(root: Path) -> None:
     with _open(root) as store:
         store.append("s", _events(1))
-        proc = _hold_lock(root, 0.5)
+        proc = _hold_lock(root, 1.5)  # long enough that a busy machine still finds it held
         try:
             t0 = time.monotonic()
             store.append("s", _events(1, "waited"))
