@@ -36,7 +36,9 @@ CHECKPOINT_FRAMES = 1000
 """Pages committed between background checkpoints (SQLite's own automatic threshold)."""
 WAL_CAP_FRAMES = 8 * CHECKPOINT_FRAMES
 """The writer's own automatic checkpoint while a thread checkpoints: a backstop that bounds the
-WAL (about 32 MiB of 4 KiB pages) if the thread's checkpoints fail."""
+WAL (about 32 MiB of 4 KiB pages) if the thread's checkpoints fail. At synchronous=OFF, where the
+writer must not checkpoint inside a commit, this many pages committed without a restart make one
+due instead."""
 RESTART_FRAMES = WAL_CAP_FRAMES // 2
 """A WAL this long (pages) is restarted, well before the writer's backstop."""
 RESTART_WAIT_MS = 100
@@ -68,6 +70,8 @@ class Checkpointer:
         self._checkpointing = threading.Lock()
         """Held by whoever checkpoints: a second checkpoint at once would fail with SQLITE_BUSY."""
         self._restart_at = RESTART_FRAMES
+        self._unrestarted = 0
+        """Pages committed since the writer's last restart (the backstop when the thread lags)."""
         self.restart_due = False
         """The thread found the WAL long enough to restart; the writer calls `restart`."""
         self.checkpoints = 0
@@ -83,6 +87,9 @@ class Checkpointer:
             if self._closed:
                 return
             self._pending += pages
+            self._unrestarted += pages
+            if self._unrestarted >= WAL_CAP_FRAMES:
+                self.restart_due = True
             if self._pending < CHECKPOINT_FRAMES:
                 return
             if self._thread is None:
@@ -133,6 +140,7 @@ class Checkpointer:
         """
         with self._checkpointing:
             self.restart_due = False
+            self._unrestarted = 0
             try:
                 wait = conn.execute("PRAGMA busy_timeout").fetchone()[0]
                 conn.execute(f"PRAGMA busy_timeout={RESTART_WAIT_MS}")

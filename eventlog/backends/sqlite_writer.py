@@ -16,6 +16,7 @@ by default.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -31,6 +32,8 @@ from eventlog.backends.sqlite_checkpoint import (
     commit_pages,
 )
 from eventlog.errors import BackendUnavailableError, StoreClosedError
+
+log = logging.getLogger("eventlog.backends.sqlite")
 
 _SYNC = {Durability.FSYNC: "FULL", Durability.BATCH: "NORMAL", Durability.NONE: "OFF"}
 _RANK = {Durability.NONE: 0, Durability.BATCH: 1, Durability.FSYNC: 2}
@@ -149,6 +152,7 @@ class GroupWriter:
         background = level is not Durability.FSYNC or pages >= BIG_COMMIT_PAGES
         try:
             if self._checkpointer.restart_due:
+                self._sync_checkpoints()
                 self._checkpointer.restart(conn)
             self._configure(level, background)
             if not (len(group) == 1 and group[0].one_statement and self._run_alone(group[0])):
@@ -221,15 +225,34 @@ class GroupWriter:
             conn.execute("RELEASE job")
 
     def _configure(self, level: Durability, background: bool) -> None:
-        """Set the commit's `synchronous` and its checkpoint: inline or left to the thread."""
+        """Set the commit's `synchronous` and its checkpoint: inline, left to the thread, or none.
+
+        At synchronous=OFF SQLite syncs nothing, not even in a checkpoint; a checkpoint that
+        completed there would let the next commit overwrite the WAL frames of earlier fsync
+        commits while their only other copy is unsynced pages of the database file. So the
+        writer never checkpoints at OFF: the thread (its own connection) and the writer's WAL
+        restarts (at NORMAL or above, see `_sync_checkpoints`) do.
+        """
         mode = _SYNC[level]
         if mode != self._sync:
             self._conn.execute(f"PRAGMA synchronous={mode}")
             self._sync = mode
         frames = WAL_CAP_FRAMES if background else CHECKPOINT_FRAMES
+        if mode == "OFF":
+            frames = 0
         if frames != self._autocheckpoint:
             self._conn.execute(f"PRAGMA wal_autocheckpoint={frames}")
             self._autocheckpoint = frames
+
+    def _sync_checkpoints(self) -> None:
+        """Raise the writer from synchronous=OFF to NORMAL before it checkpoints.
+
+        At NORMAL a checkpoint syncs the WAL before copying it and the database file after, so
+        no acknowledged commit ever rests on unsynced pages alone.
+        """
+        if self._sync == "OFF":
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._sync = "NORMAL"
 
     def _begin(self) -> None:
         """BEGIN IMMEDIATE: take the write lock now, waiting (busy timeout) for other processes."""
@@ -259,6 +282,10 @@ class GroupWriter:
             self._queue.clear()
             self._cond.notify_all()
         self._checkpointer.close()
+        try:
+            self._sync_checkpoints()  # closing the last connection checkpoints the WAL
+        except sqlite3.Error as exc:
+            log.warning("%s: could not raise synchronous before closing: %s", self._location, exc)
         self._conn.close()
 
     def stats(self) -> dict[str, int]:

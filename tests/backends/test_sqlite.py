@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import re
+import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -589,6 +593,83 @@ def test_a_reader_holding_the_wal_delays_its_restart_but_no_append(tmp_path: Pat
             appends += 1
         assert _wal_restarts(path) != held
         assert store.head_position() == 1 + appends * 100
+
+
+def test_the_writer_never_checkpoints_at_synchronous_off(tmp_path: Path) -> None:
+    """Appends at durability none commit at synchronous=OFF, where a checkpoint syncs nothing.
+    The writer's own checkpoints (inside a commit, its WAL restarts) must not run there: the
+    restart is raised to NORMAL and the automatic checkpoint is off while OFF."""
+    path = tmp_path / "off.db"
+    seen: list[int] = []
+    with el.open(url_for(path), durability="none") as store:
+        writer = store.backend._writer  # type: ignore[attr-defined]
+        checkpointer = writer._checkpointer
+        restart = checkpointer.restart
+
+        def watched(conn: sqlite3.Connection) -> None:
+            seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+            restart(conn)
+
+        checkpointer.restart = watched
+        events = _big_events(100)
+        for _ in range(120):  # about 48 MB: past two restarts
+            store.append("s", [el.Event(data=e.data) for e in events])
+            assert writer._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert store.backend.stats()["restarts"] >= 2
+    assert len(seen) >= 2 and min(seen) >= 1, seen  # 0 = OFF, 1 = NORMAL
+
+
+def test_a_none_append_never_leaves_fsync_commits_on_unsynced_pages(tmp_path: Path) -> None:
+    """End to end, with the system calls as the kernel saw them (strace): appends at durability
+    none between fsync appends. Whenever the WAL restarts (its header rewritten at offset 0),
+    every page copied into the database file must already be synced; otherwise the fsync
+    commits whose frames the restart overwrites would rest on unsynced pages alone."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed: cannot watch SQLite's writes and syncs")
+    db = tmp_path / "mixed.db"
+    trace = tmp_path / "trace.txt"
+    script = f"""
+import eventlog as el
+store = el.open({url_for(db)!r})
+for i in range(400):
+    events = [el.ModelInput.from_text("n" * 8000) for _ in range(10)]
+    store.append("bulk", events, durability="none")
+    if i % 5 == 0:
+        store.append("synced", [el.ModelInput.from_text("f" * 150000)], durability="fsync")
+store.close()
+"""
+    run = subprocess.run(
+        [strace, "-f", "-y", "-e", "trace=pwrite64,fsync,fdatasync", "-o", str(trace)]
+        + [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if run.returncode != 0 and "ptrace" in run.stderr:
+        pytest.skip(f"strace cannot trace here: {run.stderr.strip()[:200]}")
+    assert run.returncode == 0, run.stderr
+    call = re.compile(r"\d+\s+(\w+)\((\d+)<([^>]*)>(.*)")
+    unsynced = restarts = 0
+    bad: list[int] = []
+    for line in trace.read_text().splitlines():
+        m = call.match(line.replace(" <unfinished ...>", ")"))
+        if not m:
+            continue
+        name, _, file, rest = m.groups()
+        if file == str(db):
+            if name == "pwrite64":
+                unsynced += int(rest.rsplit(",", 2)[-2])
+            elif name in ("fsync", "fdatasync"):
+                unsynced = 0
+        elif file == f"{db}-wal" and name == "pwrite64":
+            size, offset = rest.rsplit(",", 2)[-2:]
+            if int(offset.split(")")[0]) == 0 and int(size) == 32:
+                restarts += 1
+                if unsynced:
+                    bad.append(unsynced)
+    assert restarts >= 3, trace.read_text()[-2000:]
+    assert not bad, f"WAL restarts over unsynced database pages (bytes): {bad}"
 
 
 def test_a_failed_background_checkpoint_is_logged_and_retried(
