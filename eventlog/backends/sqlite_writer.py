@@ -160,9 +160,9 @@ class GroupWriter:
                 if len(group) == 1:
                     group[0].result = group[0].work(conn)
                 elif not self._run_straight(group):
-                    for job in group:
-                        self._run_in_savepoint(job)
-                conn.execute("COMMIT")
+                    self._run_each(group)
+                if conn.in_transaction:  # not when every job failed (see `_run_each`)
+                    conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -206,23 +206,44 @@ class GroupWriter:
         except Exception:
             for job in group:
                 job.result = None
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O)
+                conn.execute("ROLLBACK")
             self._begin()
             return False
         return True
 
-    def _run_in_savepoint(self, job: Job) -> None:
+    def _run_each(self, group: list[Job]) -> None:
+        """Run each job in its own savepoint, so a failure undoes only its own job.
+
+        Some failures (a full disk, an I/O error) make SQLite roll back the whole transaction
+        by itself. That job gets its error, and the jobs run so far, undone with it, run again
+        with the rest in a new transaction. If no job is left, no transaction is open.
+        """
         conn = self._conn
-        conn.execute("SAVEPOINT job")
-        try:
-            job.result = job.work(conn)
-        except Exception as exc:
-            # Only this job is undone; the others in the group still commit.
-            conn.execute("ROLLBACK TO job")
-            conn.execute("RELEASE job")
-            job.error = self._translate(exc) if isinstance(exc, sqlite3.Error) else exc
-        else:
-            conn.execute("RELEASE job")
+        runnable = group
+        while runnable:
+            lost = False
+            for job in runnable:
+                conn.execute("SAVEPOINT job")
+                try:
+                    job.result = job.work(conn)
+                except Exception as exc:
+                    job.result = None
+                    job.error = self._translate(exc) if isinstance(exc, sqlite3.Error) else exc
+                    if not conn.in_transaction:
+                        lost = True
+                        break
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                else:
+                    conn.execute("RELEASE job")
+            if not lost:
+                return
+            runnable = [job for job in runnable if job.error is None]
+            for job in runnable:
+                job.result = None
+            if runnable:
+                self._begin()
 
     def _configure(self, level: Durability, background: bool) -> None:
         """Set the commit's `synchronous` and its checkpoint: inline, left to the thread, or none.

@@ -26,6 +26,7 @@ from eventlog.backends.sqlite_checkpoint import (
     WAL_CAP_FRAMES,
     Checkpointer,
 )
+from eventlog.errors import BackendUnavailableError
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -122,7 +123,7 @@ def _in_one_group(
             results[name] = backend.append(
                 rec if isinstance(rec, list) else [rec], Durability.FSYNC
             )
-        except Conflict as exc:
+        except Exception as exc:
             results[name] = exc
 
     holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(30), Durability.NONE))
@@ -168,6 +169,36 @@ def test_group_commit_reruns_the_jobs_before_a_conflict(tmp_path: Path) -> None:
     assert [r.id for r in backend.read("y", 1, None)] == [r.id for r in batch]
     assert [r.position for r in backend.read("y", 1, None)] == [2, 3, 4]
     assert backend.last("z") is None and backend.head_position() == 5
+    backend.close()
+
+
+def test_a_job_that_fills_the_disk_fails_alone_in_its_group(tmp_path: Path) -> None:
+    """A full disk makes SQLite roll back the whole transaction by itself, savepoints and all.
+    The job that filled it gets "disk full"; the others, undone with it, commit in a new
+    transaction, once each, with the positions they report."""
+    backend = SQLiteBackend(tmp_path / "full.db")
+    for name in ("a", "b", "c"):
+        backend.append([_record(name, 1)], Durability.NONE)
+    conn = backend._writer._conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count={pages + 3}")  # room for small rows, not 200 KB
+    big = Record(
+        el.new_event_id(),
+        "big",
+        1,
+        causation_id=None,
+        correlation_id=None,
+        **{**_BASE, "data": b"\x80" * 200_000},
+    )
+    results = _in_one_group(
+        backend, {"a": _record("a", 2), "big": big, "b": _record("b", 2), "c": _record("c", 2)}
+    )
+    assert isinstance(results["big"], BackendUnavailableError), results["big"]
+    assert "disk full, nothing written" in str(results["big"])
+    assert (results["a"], results["b"], results["c"]) == ([4], [5], [6])
+    assert backend.last("big") is None
+    assert [backend.last(s).seq for s in "abc"] == [2, 2, 2]  # type: ignore[union-attr]
+    assert backend.head_position() == 6
     backend.close()
 
 
