@@ -37,7 +37,8 @@ from eventlog.events import (
 Format = Literal["msgpack", "json"]
 
 _uuid_match = UUID_PATTERN.match
-_control_char = re.compile(r"[\x00-\x1f\x7f]").search
+_bad_char = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]").search
+"""Control characters, and lone surrogates (no UTF-8 form: no file name, key or column)."""
 GENESIS = bytes(32)
 """The previous hash of a stream's first event."""
 MAX_META_BYTES = 2048
@@ -124,7 +125,12 @@ def validate_stream_name(stream: object) -> str:
         raise ValidationError(
             f"is {len(stream)} characters, the limit is {MAX_STREAM_NAME}", field="stream"
         )
-    if _control_char(stream):
+    bad = _bad_char(stream)
+    if bad:
+        if "\ud800" <= bad.group() <= "\udfff":
+            raise ValidationError(
+                f"{stream!r} contains a lone surrogate (not valid Unicode)", field="stream"
+            )
         raise ValidationError(f"{stream!r} contains control characters", field="stream")
     return stream
 

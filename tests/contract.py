@@ -286,11 +286,25 @@ class BackendContract:
             store.append("s", [Unregistered(x=1)])
 
     @pytest.mark.parametrize(
-        "name", ["", "   ", "a\x00b", "tab\there", "a\x7fb", "end\x1f", "x" * 201, None]
+        "name",
+        [
+            "",
+            "   ",
+            "a\x00b",
+            "tab\there",
+            "a\x7fb",
+            "end\x1f",
+            "x" * 201,
+            None,
+            "a\ud800",
+            "\udfff",
+        ],
     )
     def test_bad_stream_names_are_rejected(self, store: el.Store, name: Any) -> None:
         with pytest.raises(el.ValidationError):
             store.append(name, text_events(1))
+        with pytest.raises(el.ValidationError):
+            list(store.read(name))
 
     def test_user_registered_event_type_round_trips(self, store: el.Store) -> None:
         store.append("s", [Rated(score=5, note="good")])
