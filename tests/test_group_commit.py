@@ -9,6 +9,7 @@ import pytest
 
 from eventlog.backends import group_commit
 from eventlog.backends.group_commit import Gather, GroupQueue, Job
+from tests.contract import wait_for
 
 
 def test_leader_waits_until_the_expected_writers_queue(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,3 +88,40 @@ def test_writers_that_arrive_together_share_one_commit() -> None:
     assert results == {t: [t * 100 + i for i in range(20)] for t in range(8)}
     assert queue.jobs == 160
     assert queue.commits <= 160 // 2
+
+
+def test_a_commit_that_raises_fails_every_job_of_its_group() -> None:
+    """A commit that raises before setting outcomes (a lock it could not take) fails every job
+    of its group with that error, followers included: none returns a result it never got."""
+    queue = GroupQueue()
+    gate = threading.Event()
+    outcomes: dict[str, object] = {}
+
+    def hold(group: list[Job]) -> bool:
+        gate.wait(30)
+        for job in group:
+            job.result = "held"
+        return True
+
+    def fail(group: list[Job]) -> bool:
+        raise TimeoutError("the write lock stayed busy")
+
+    def run(name: str, commit: object) -> None:
+        try:
+            outcomes[name] = queue.run(lambda _txn: name, True, commit)  # type: ignore[arg-type]
+        except TimeoutError as exc:
+            outcomes[name] = exc
+
+    holder = threading.Thread(target=run, args=("holder", hold))
+    holder.start()
+    assert wait_for(lambda: queue._leading)
+    followers = [threading.Thread(target=run, args=(f"f{i}", fail)) for i in range(3)]
+    for queued, th in enumerate(followers, 1):
+        th.start()
+        assert wait_for(lambda n=queued: len(queue._queue) == n)
+    gate.set()
+    for th in [holder, *followers]:
+        th.join(30)
+    assert outcomes["holder"] == "held"
+    for i in range(3):
+        assert isinstance(outcomes[f"f{i}"], TimeoutError), outcomes

@@ -117,6 +117,15 @@ class GroupQueue:
                 if commit(group):
                     self.commits += 1
                     self.jobs += len(group)
+            except BaseException as exc:
+                # The commit gave up before settling every job (a lock it could not take, say):
+                # each job it left without an outcome gets its error, never a None result.
+                for j in group:
+                    if j.error is None:
+                        j.result = None
+                        j.error = exc
+                if not isinstance(exc, Exception):
+                    raise
             finally:
                 with self._cond:
                     for j in group:
