@@ -550,25 +550,34 @@ class JSONLBackend(Backend):
         if info is None or info.st_ino != self._index_ino or info.st_size < self._seen:
             self._reset()
             info = os.fstat(self._index_fd)
-        if info.st_size > self._seen:
-            self._load_index(info.st_size)
+        if info.st_size > self._seen and not self._load_index(info.st_size):
+            # Never go on with a partial view (it would miss commits, and a write from it could
+            # index the same positions twice). Opening the store rebuilds the index.
+            raise CorruptionError(
+                "a line is malformed, out of position order or names a missing stream file; "
+                "open the store again to rebuild the index from the stream files",
+                location=str(self._index_path),
+            )
 
     def _load_index(self, size: int) -> bool:
-        """Apply complete index lines up to `size`; False when one is malformed."""
+        """Apply complete index lines up to `size`; False when one is malformed or stale."""
         data = os.pread(self._index_fd, size - self._seen, self._seen)
         cut = data.rfind(b"\n") + 1
-        for raw in data[:cut].splitlines():
+        for raw in data[:cut].split(b"\n")[:-1]:
             try:
                 entry = _parse_index_line(raw)
             except (ValueError, UnicodeDecodeError):
                 return False
-            if isinstance(entry, str):
-                self._apply_fork(entry)
-            elif entry.pos <= self._head:
+            try:
+                if isinstance(entry, str):
+                    self._apply_fork(entry)
+                elif entry.pos <= self._head:
+                    return False
+                else:
+                    self._apply(entry)
+            except FileNotFoundError:  # a line naming a stream file that is gone
                 return False
-            else:
-                self._apply(entry)
-        self._seen += cut
+            self._seen += len(raw) + 1
         return True
 
     # -- locking and files -------------------------------------------------------------------
@@ -651,15 +660,30 @@ class JSONLBackend(Backend):
         return scan.batches
 
     def _roll_forward(self, found: list[Batch]) -> None:
-        """Index complete appends a crashed writer left unindexed, after everything indexed."""
+        """Index complete appends a crashed writer left unindexed, if their positions are free.
+
+        Their lines carry the positions they were written with, the next ones after the index
+        of the time. If other appends were indexed since, those positions are taken: the batch
+        is cut instead, with the rest of its file (reported like a torn tail). It was never
+        acknowledged (the index line is the commit point); indexing it at positions other than
+        its lines say would let a later rebuild of the index move it, and writing its index
+        line while appends staged before it await theirs would put the index out of order.
+        """
         found.sort(key=lambda b: (b.pos, b.stem))
+        cut: set[str] = set()
         for b in found:
-            pos = max(b.pos, self._head + 1)
-            fixed = b._replace(pos=pos)
-            line = _index_line(fixed)
+            if b.stem in cut:
+                continue
+            st = self._streams[b.stem]
+            if b.pos != self._head + 1:
+                reason = f"unindexed append of {b.n} event(s) at taken positions from {b.pos}"
+                self._cut(st.path, self._fd(st), st.line_no(b.seq), b.offset, reason)
+                cut.add(b.stem)
+                continue
+            line = _index_line(b)
             os.write(self._index_fd, line)
             self._seen += len(line)
-            self._apply(fixed)
+            self._apply(b)
             log.warning("%s: rolled forward an unindexed append of %d event(s)", b.stem, b.n)
 
     def _rebuild(self, why: str) -> None:

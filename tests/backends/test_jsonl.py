@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from tests.contract import (
     concurrent_single_appends,
     conflict_in_one_group,
     text_events,
+    wait_for,
 )
 
 
@@ -244,6 +247,103 @@ def test_complete_unindexed_append_is_rolled_forward(root: Path) -> None:
         assert _texts(store, "t") == ["t0"]
         assert store.head_position() == first
         assert [e.position for e in store.read_all()] == [1, 2, 3]
+
+
+_CRASH_BEFORE_INDEX = """
+import os, sys
+import eventlog as el
+from eventlog.backends import jsonl
+
+def die(self, staged):  # the lines are written and synced; the process dies before indexing
+    for item in staged:
+        os.fdatasync(self._fd(item.st))
+    os._exit(0)
+
+jsonl.JSONLBackend._sync_and_index = die
+store = el.open(f"jsonl://{sys.argv[1]}")
+store.append(sys.argv[2], [el.Event(data=el.ModelInput.from_text(sys.argv[3]))])
+"""
+
+
+def _crash_before_index(root: Path, stream: str, text: str) -> None:
+    """A real process appends to `stream` and dies between its synced lines and its index line."""
+    subprocess.run([sys.executable, "-c", _CRASH_BEFORE_INDEX, str(root), stream, text], check=True)
+
+
+def _where(store: el.Store) -> list[tuple[str, int, int, str]]:
+    return [(e.stream, e.seq, e.position, e.data.text) for e in store.read_all()]  # type: ignore[attr-defined]
+
+
+def test_leftover_at_positions_taken_since_is_cut_and_positions_never_move(root: Path) -> None:
+    """A crashed writer's complete, unindexed append keeps the positions its lines name only while
+    they are free. Here this store indexed another append at them first: the leftover is cut and
+    reported (it was never acknowledged), and a rebuild of the index from the files moves
+    nothing."""
+    with _open(root) as store:
+        store.append("a", _events(1, "a"))  # position 1
+        _crash_before_index(root, "b", "crashed")  # lines at position 2, no index line
+        store.append("c", _events(1, "c"))  # position 2, this store knows nothing of b's lines
+        store.append("b", _events(1, "b"))  # finds b's leftover: its position is taken
+        (repair,) = _backend(store).repairs
+        assert "taken positions" in repair.reason and repair.line == 2
+        where = _where(store)
+    assert where == [("a", 1, 1, "a0"), ("c", 1, 2, "c0"), ("b", 1, 3, "b0")]
+    (root / "index.log").unlink()  # a cache: rebuilt from the stream files on open
+    with _open(root) as store:
+        assert _where(store) == where
+        assert store.verify().ok
+
+
+def test_recovery_inside_a_group_commit_keeps_the_index_in_position_order(root: Path) -> None:
+    """A job of a group commit that finds a crashed writer's leftover must not index it ahead
+    of the jobs staged before it: the index stays in position order, so another store object
+    (another process, say) keeps seeing every commit, and reopening moves nothing."""
+    store, other = _open(root), _open(root)
+    for name in ("x", "a", "b"):
+        store.append(name, _events(1, name))
+    _crash_before_index(root, "b", "crashed")
+    queue = _backend(store)._appends
+    lock = os.open(root / "lock", os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # the next leader waits for it; the others queue
+    threads = [
+        threading.Thread(target=store.append, args=(name, _events(1, f"{name}1-")))
+        for name in ("x", "a", "b")
+    ]
+    threads[0].start()
+    assert wait_for(lambda: queue._leading)
+    for queued, th in enumerate(threads[1:], 1):
+        th.start()
+        assert wait_for(lambda n=queued: len(queue._queue) == n)
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    os.close(lock)
+    for th in threads:
+        th.join(30)
+    index = (root / "index.log").read_text().splitlines()
+    positions = [int(line.split()[1]) for line in index if line.startswith("B ")]
+    assert positions == sorted(set(positions)), index
+    assert _where(other) == _where(store)
+    store.append("x", _events(1, "x2-"))
+    assert other.head_position() == store.head_position()
+    where = _where(store)
+    store.close()
+    other.close()
+    with _open(root) as again:
+        assert _where(again) == where
+        assert again.verify().ok
+
+
+def test_an_index_naming_a_missing_stream_file_is_rebuilt(root: Path) -> None:
+    with _open(root) as store:
+        store.append("a", _events(2))
+        store.append("b", _events(1, "b"))
+        where = _where(store)
+    index = root / "index.log"
+    index.write_bytes(
+        index.read_bytes() + b"B 4 1 zz~0000000000000000 1 34 300 1 " + b"0" * 36 + b"\n"
+    )
+    with _open(root) as store:
+        assert _where(store) == where
+        assert store.verify().ok
 
 
 def test_torn_index_line_is_cut(root: Path) -> None:
