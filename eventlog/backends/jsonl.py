@@ -774,13 +774,21 @@ class JSONLBackend(Backend):
             try:
                 self._sync_and_index([item for _, item in done])
             except BaseException as exc:
-                # Nothing of the group is committed: forget what was indexed in memory (the
-                # lines on disk are a crashed writer's leftovers to the next append).
+                # Nothing of the group is committed: cut its lines from the files, so that no
+                # later append or open rolls forward an append that failed, and forget what was
+                # indexed in memory.
+                self._unwrite([item for _, item in done])
                 self._reset()
                 self._refresh()
+                error: BaseException = exc
+                if isinstance(exc, OSError):
+                    error = BackendUnavailableError(
+                        f"{self.location}: {exc}; the append was not written"
+                    )
+                    error.__cause__ = exc
                 for job in group:
                     if job.error is None:
-                        job.error = exc
+                        job.error = error
                 if not isinstance(exc, Exception):
                     raise
                 return False
@@ -788,6 +796,27 @@ class JSONLBackend(Backend):
             b = item.batch
             job.result = list(range(b.pos, b.pos + b.n))
         return True
+
+    def _unwrite(self, staged: list[_Staged]) -> None:
+        """Truncate each file back to where the failed group's lines began (best effort)."""
+        starts: dict[str, tuple[_Stream, int]] = {}
+        for item in staged:
+            seen = starts.get(item.st.stem)
+            if seen is None or item.batch.offset < seen[1]:
+                starts[item.st.stem] = (item.st, item.batch.offset)
+        for st, offset in starts.values():
+            try:
+                fd = self._fd(st)
+                os.ftruncate(fd, offset)
+                os.fsync(fd)
+            except OSError as exc:
+                log.error(
+                    "%s: could not cut a failed append's lines at offset %d (%s); the next "
+                    "append to the stream or the next open may commit them",
+                    st.path,
+                    offset,
+                    exc,
+                )
 
     def _sync_and_index(self, staged: list[_Staged]) -> None:
         """Sync each file written (once: a sync covers the whole file), then index the appends.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import os
@@ -343,6 +344,33 @@ def test_an_index_naming_a_missing_stream_file_is_rebuilt(root: Path) -> None:
     )
     with _open(root) as store:
         assert _where(store) == where
+        assert store.verify().ok
+
+
+def test_an_append_whose_sync_failed_is_never_committed_later(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fdatasync failing (EIO: the disk lost the write) fails the append with the store's error,
+    and its lines are cut from the file at once: neither the next append to the stream nor the
+    next open rolls forward an append its caller was told had failed."""
+    with _open(root) as store:
+        store.append("s", _events(1, "first"))
+        size = _backend(store).stream_path("s").stat().st_size
+
+        def failing(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "fdatasync", failing)
+        with pytest.raises(el.BackendUnavailableError, match="Input/output error"):
+            store.append("s", _events(1, "lost"))
+        monkeypatch.undo()
+        assert _backend(store).stream_path("s").stat().st_size == size
+        assert _texts(store, "s") == ["first0"]
+        store.append("s", _events(1, "again"))
+        assert _texts(store, "s") == ["first0", "again0"]
+    with _open(root) as store:
+        assert _texts(store, "s") == ["first0", "again0"]
+        assert _backend(store).repairs == []
         assert store.verify().ok
 
 
