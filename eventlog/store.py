@@ -7,8 +7,10 @@ behaves the same.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Literal
@@ -40,6 +42,7 @@ from eventlog.errors import (
     StoreClosedError,
     StreamExistsError,
     StreamNotFoundError,
+    UsageError,
     ValidationError,
 )
 from eventlog.events import Event, EventData, RecordedEvent
@@ -57,6 +60,21 @@ NO_STREAM: Literal["no_stream"] = "no_stream"
 
 PAGE = 1000
 _MAX_ANY_RETRIES = 1000
+
+_open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
+"""Stores of this process, marked unusable in a child made by os.fork()."""
+
+
+def _after_fork_in_child() -> None:
+    # A store's connections, file locks, memory maps and threads belong to the process that
+    # opened it: used from a forked child, two processes would write as one (lost and duplicated
+    # positions in JSONL, SQLite locks the child does not hold, an LMDB environment LMDB forbids
+    # after fork). The child must open the store again.
+    for store in list(_open_stores):
+        store._forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -110,6 +128,8 @@ class Store:
         self.durability = Durability(durability)
         self.poll_interval = poll_interval
         self._closed = False
+        self._forked = False
+        _open_stores.add(self)
         self._tails: dict[str, tuple[int, bytes]] = {}
         self._lineage: dict[str, list[Segment]] = {}
         self._stream_locks = StreamLocks()
@@ -136,6 +156,11 @@ class Store:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"store {self.location} is closed")
+        if self._forked:
+            raise UsageError(
+                f"store {self.location} was opened before os.fork(); a forked process must "
+                "open the store again (eventlog.open) and use that"
+            )
 
     # -- append ----------------------------------------------------------------------------
 
@@ -613,6 +638,8 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        if self._forked:  # the parent's connections, locks and files stay as the parent left them
+            return
         with self._commits:
             self._commits.notify_all()
         self._backend.close()

@@ -14,6 +14,7 @@ The classes are not named Test*, so pytest only collects them through a backend'
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -719,6 +720,39 @@ class BackendContract:
             store.append("s", text_events(1))
         with pytest.raises(el.StoreClosedError):
             list(store.read("s"))
+
+    def test_a_forked_child_must_open_the_store_again(self, fresh_url: FreshURL) -> None:
+        """A store inherited across os.fork() refuses every call in the child (UsageError), and
+        closing it there leaves the parent's store alone. On disk, a store the child opens itself
+        works, and the parent sees what it appended."""
+        url = fresh_url()
+        store = el.open(url)
+        store.append("s", text_events(1))
+        durable = store.backend.durable
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report through the pipe, and never return into pytest
+            try:
+                try:
+                    store.append("s", text_events(1))
+                    outcome = "appended"
+                except el.UsageError:
+                    outcome = "refused"
+                store.close()
+                if durable:
+                    with el.open(url) as own:
+                        own.append("s", text_events(1, "child"))
+                os.write(write_fd, outcome.encode())
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        os.waitpid(pid, 0)
+        with os.fdopen(read_fd, "rb") as pipe:
+            assert pipe.read() == b"refused"
+        store.append("s", text_events(1, "parent"))
+        expected = ["m0", "child0", "parent0"] if durable else ["m0", "parent0"]
+        assert texts_of(store.read("s")) == expected
+        store.close()
 
     def test_async_api(self, fresh_url: FreshURL) -> None:
         async def scenario() -> list[int]:
