@@ -33,6 +33,8 @@ from eventlog.events import (
     tag_of,
     upcaster,
 )
+from eventlog.json_exact import Check, NotJSON, check_untyped
+from eventlog.json_exact import checker as json_checker
 
 Format = Literal["msgpack", "json"]
 
@@ -212,7 +214,7 @@ class Codec:
             self._untyped = msgspec.json.Decoder().decode
         self._decoders: dict[str, tuple[int, Callable[[bytes], Any]]] = {}
         """tag -> (current schema version, typed decoder), filled on first use."""
-        self._kinds: dict[type, tuple[str, int]] = {}
+        self._kinds: dict[type, tuple[str, int, Check | None]] = {}
         """payload class -> (tag, schema version), for classes found registered."""
         self._meta_decoder = (
             msgspec.msgpack.Decoder(dict[str, Any])
@@ -240,6 +242,12 @@ class Codec:
         kind = self._kinds.get(type(data))
         if kind is None:
             kind = self._kind(data, index)
+        json_check = kind[2]
+        if json_check is not None:  # JSON format: floats and untyped values must survive it
+            try:
+                json_check(data)
+            except NotJSON as exc:
+                raise ValidationError(exc.at(""), field="data", index=index) from None
         event_id = event.id
         if type(event_id) is not str or len(event_id) != 36 or not _uuid_match(event_id):
             raise ValidationError(
@@ -265,8 +273,12 @@ class Codec:
             )
         return Encoded(event_id, kind[0], kind[1], plain, meta, causation, correlation, data)
 
-    def _kind(self, data: object, index: int) -> tuple[str, int]:
-        """(tag, schema version) of a payload class, checking it is registered; cached."""
+    def _kind(self, data: object, index: int) -> tuple[str, int, Check | None]:
+        """(tag, schema version, JSON check) of a payload class, checking it is registered.
+
+        The third is the class's `json_exact` check in a JSON-format store, if it has floats or
+        untyped fields (None otherwise). Cached per class.
+        """
         if not isinstance(data, EventData):
             raise ValidationError(
                 f"must be an EventData, got {type(data).__name__}", field="data", index=index
@@ -280,7 +292,7 @@ class Codec:
                 field="data",
                 index=index,
             )
-        kind = (tag, cls.__schema_version__)
+        kind = (tag, cls.__schema_version__, json_checker(cls) if self.format == "json" else None)
         self._kinds[cls] = kind
         return kind
 
@@ -293,6 +305,8 @@ class Codec:
             return b""
         if not all(isinstance(k, str) for k in meta):
             raise ValidationError("keys must be strings", field="meta", index=index)
+        if self.format == "json":
+            _check_json(meta, "meta", check_untyped, index)
         try:
             encoded = self._encode(meta)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -463,6 +477,14 @@ class Codec:
                     continue
             append(self.to_event(to_record(position, row_stream, e, data), location))
         return out
+
+
+def _check_json(value: object, field: str, check: Check, index: int) -> None:
+    """Raise ValidationError if JSON would store part of `value` as something else."""
+    try:
+        check(value)
+    except NotJSON as exc:
+        raise ValidationError(exc.at(""), field=field, index=index) from None
 
 
 def _check_link(value: object, name: str, index: int) -> None:

@@ -1,0 +1,106 @@
+"""What a JSON-format store accepts it reads back unchanged; the rest is refused, naming where.
+
+msgspec writes NaN and infinities as null, and bytes or datetimes in untyped places as strings:
+a JSONL store would return something other than what was appended. The checks run only where a
+payload class has floats or untyped fields.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import uuid
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import eventlog as el
+from eventlog.json_exact import NotJSON, check_untyped, checker
+
+
+def _result(elapsed: float | None) -> el.ToolResult:
+    return el.ToolResult(call_id="c1", tool_name="t", content="ok", elapsed_ms=elapsed)
+
+
+def _call(arguments: dict[str, Any]) -> el.ToolCall:
+    return el.ToolCall(id="c1", name="t", raw_arguments="{}", arguments=arguments)
+
+
+REFUSED: list[tuple[str, el.EventData, dict[str, Any], str, str]] = [
+    ("inf elapsed", el.ToolResults(results=(_result(1.5), _result(math.inf))), {}, "data",
+     ".results[1].elapsed_ms is inf"),
+    ("nan in arguments", el.ModelOutput(tool_calls=(_call({"n": [1, {"z": math.nan}]}),)), {},
+     "data", ".tool_calls[0].arguments.n[1].z is nan"),
+    ("bytes in custom data", el.Custom(kind="k", data={"raw": b"\x01"}), {}, "data",
+     ".data.raw is a bytes"),
+    ("bytes in meta", el.ModelInput.from_text("x"), {"raw": b"\x01\x02"}, "meta",
+     ".raw is a bytes"),
+    ("datetime in meta", el.ModelInput.from_text("x"), {"at": datetime.datetime(2026, 1, 1)},
+     "meta", ".at is a datetime"),
+    ("uuid in meta", el.ModelInput.from_text("x"), {"id": uuid.UUID(int=1)}, "meta",
+     ".id is a UUID"),
+    ("nan in meta", el.ModelInput.from_text("x"), {"score": [0.5, -math.inf]}, "meta",
+     ".score[1] is -inf"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "meta", "field", "where"), [c[1:] for c in REFUSED],
+                         ids=[c[0] for c in REFUSED])  # fmt: skip
+def test_a_jsonl_store_refuses_what_json_would_change(
+    tmp_path: Path, data: el.EventData, meta: dict[str, Any], field: str, where: str
+) -> None:
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        store.append("other", [el.ModelInput.from_text("before")])
+        with pytest.raises(el.ValidationError) as info:
+            store.append("s", [el.Event(data=data, meta=meta)])
+        assert info.value.field == field and where in str(info.value)
+        assert not store.exists("s") and store.head_position() == 1  # nothing written
+
+
+@pytest.mark.parametrize(("data", "meta"), [c[1:3] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_a_msgpack_store_keeps_the_same_values_exactly(
+    tmp_path: Path, data: el.EventData, meta: dict[str, Any]
+) -> None:
+    """MessagePack keeps floats, bytes and datetimes: the SQLite store takes them as they are."""
+    with el.open(f"sqlite:///{tmp_path}/s.db") as store:
+        store.append("s", [el.Event(data=data, meta=meta)])
+        (read,) = store.read("s")
+    assert msgspec.msgpack.encode(read.data) == msgspec.msgpack.encode(data)
+    assert msgspec.msgpack.encode(read.meta) == msgspec.msgpack.encode(meta)
+
+
+ACCEPTED: list[tuple[str, el.EventData, dict[str, Any]]] = [
+    ("finite floats", el.ToolResults(results=(_result(0.0), _result(-2.5e300), _result(None))), {}),
+    ("json arguments", el.ModelOutput(tool_calls=(_call({"a": [1, "x", None, True, 2.5]}),)), {}),
+    ("tuples in meta", el.ModelInput.from_text("x"), {"pair": (1, 2), "nested": {"k": [1.5]}}),
+    ("custom json", el.Custom(kind="k", data=[{"a": 1}, "s", 3.25, None]), {"n": -0.0}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "meta"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_what_a_jsonl_store_accepts_reads_back_equal(
+    tmp_path: Path, data: el.EventData, meta: dict[str, Any]
+) -> None:
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        store.append("s", [el.Event(data=data, meta=meta)])
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        (read,) = store.read("s")
+    assert msgspec.json.encode(read.data) == msgspec.json.encode(data)
+    assert read.meta == msgspec.json.decode(msgspec.json.encode(meta))
+
+
+def test_classes_without_floats_or_untyped_fields_are_not_checked() -> None:
+    assert checker(el.ModelInput) is None
+    assert checker(el.Compaction) is None
+    assert checker(el.ToolResults) is not None
+
+
+def test_a_recursive_untyped_value_names_the_path() -> None:
+    with pytest.raises(NotJSON) as info:
+        check_untyped({"a": [{"b": {"c": (1, {"d": math.nan})}}]})
+    assert (
+        info.value.at("meta")
+        == "meta.a[0].b.c[1].d is nan, which JSON cannot store (it would become null)"
+    )
