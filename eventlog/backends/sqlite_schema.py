@@ -21,7 +21,12 @@ from pathlib import Path
 import sqlite_utils
 
 from eventlog.backends.envelope import pack_fields
-from eventlog.errors import CorruptionError, SchemaVersionError, UsageError
+from eventlog.errors import (
+    BackendUnavailableError,
+    CorruptionError,
+    SchemaVersionError,
+    UsageError,
+)
 
 log = logging.getLogger("eventlog.backends.sqlite")
 
@@ -180,8 +185,24 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
             "(export the events into a new store to change it)"
         )
     if version < SCHEMA_VERSION:
-        migrate(path, version, has_search)
+        try:
+            migrate(path, version, has_search)
+        except sqlite3.Error as exc:  # rolled back: the file is as it was
+            if _busy(exc):
+                raise BackendUnavailableError(
+                    f"{path}: cannot be upgraded from schema v{version} now: another process "
+                    f"holds its write lock ({exc})"
+                ) from exc
+            raise CorruptionError(
+                f"cannot be upgraded from schema v{version}: {exc}", location=str(path)
+            ) from exc
     return has_search
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite gave up waiting for another connection's lock (not a damaged file)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _create(path: Path, *, search: bool, target: int = SCHEMA_VERSION) -> None:
@@ -230,8 +251,13 @@ def _apply(
 
 def inspect(path: Path, *, check: bool = False) -> tuple[int, bool]:
     """(schema version, has search) of an existing store; raise naming the file if it is bad."""
-    with path.open("rb") as f:
-        header = f.read(len(SQLITE_HEADER))
+    if not path.is_file():
+        raise UsageError(f"{path} is not a regular file (a directory?); a store is one file")
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise BackendUnavailableError(f"{path}: cannot be read: {exc}") from exc
     if header != SQLITE_HEADER:
         raise CorruptionError(
             "is not an eventlog database (no SQLite header: corrupt, or another kind of file)",
@@ -244,6 +270,10 @@ def inspect(path: Path, *, check: bool = False) -> tuple[int, bool]:
     try:
         return _inspect_conn(conn, path, check)
     except sqlite3.DatabaseError as exc:
+        if _busy(exc):
+            raise BackendUnavailableError(
+                f"{path}: locked by another process, could not be read ({exc})"
+            ) from exc
         raise CorruptionError(f"is corrupt: {exc}", location=str(path)) from exc
     finally:
         conn.close()

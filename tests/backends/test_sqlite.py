@@ -371,6 +371,16 @@ def _truncated_header(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:1000])
 
 
+def _schema_row_without_tables(path: Path) -> None:
+    """A damaged store: its version table says v1, its other tables are gone."""
+    path.unlink()
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE eventlog_schema (version INTEGER PRIMARY KEY, applied_at INT)")
+        conn.execute("INSERT INTO eventlog_schema VALUES (1, 0)")
+    conn.close()
+
+
 @pytest.mark.parametrize(
     ("damage", "error", "message"),
     [
@@ -378,6 +388,7 @@ def _truncated_header(path: Path) -> None:
         (_foreign_sqlite, el.SchemaVersionError, "not an eventlog store"),
         (_newer_schema, el.SchemaVersionError, "schema version 99"),
         (_truncated_header, el.CorruptionError, ""),
+        (_schema_row_without_tables, el.CorruptionError, "cannot be upgraded from schema v1"),
     ],
 )
 def test_bad_files_are_refused_untouched(
@@ -391,6 +402,49 @@ def test_bad_files_are_refused_untouched(
         el.open(url_for(path))
     assert str(path) in str(err.value) and message in str(err.value)
     assert path.read_bytes() == before
+
+
+def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(el.UsageError, match="not a regular file"):
+        el.open(url_for(tmp_path / "dir.db"))
+
+
+def test_a_store_locked_by_another_process_is_unavailable_not_corrupt(tmp_path: Path) -> None:
+    """A process holding the file with locking_mode=EXCLUSIVE keeps it unreadable for a while:
+    that is BackendUnavailableError (try later), never a CorruptionError (which could get a
+    healthy store deleted); the file is left as it was."""
+    path = tmp_path / "held.db"
+    _populated(path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_EXCLUSIVE, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        before = path.read_bytes()
+        with pytest.raises(el.BackendUnavailableError, match="locked by another process") as err:
+            el.open(url_for(path))
+        assert str(path) in str(err.value)
+        assert path.read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    with el.open(url_for(path)) as store:  # once the holder is gone
+        assert store.verify().ok
+
+
+_HOLD_EXCLUSIVE = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO blobs VALUES ('held', x'00')")
+conn.execute("COMMIT")
+print("held", flush=True)
+time.sleep(60)
+"""
 
 
 def test_corrupt_pages_are_reported_with_the_file(tmp_path: Path) -> None:
