@@ -121,6 +121,8 @@ class Compression:
         if self.mode == "none":
             return plain, PLAIN
         size = len(plain)
+        if size > MAX_PLAIN_BYTES:  # a frame this large would read back as damaged: keep it plain
+            return plain, PLAIN
         dict_id = self.dict_id
         if dict_id is not None and size >= min(DICT_MIN_BYTES, self.min_bytes):
             packed = _DICT_ID.pack(dict_id) + self._compressor(dict_id).compress(plain)

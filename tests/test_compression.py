@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eventlog as el
+from eventlog import compression
 from eventlog.backends.base import Record
 from eventlog.backends.lmdb import LMDBBackend
 from eventlog.backends.memory import MemoryBackend
@@ -74,6 +75,21 @@ def test_incompressible_payload_stays_plain() -> None:
     with el.open("memory://", compression="zstd") as store:
         store.append("s", [noise])
         assert codecs(store, "s") == [PLAIN]
+
+
+def test_a_payload_above_the_read_limit_stays_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frame claiming more than MAX_PLAIN_BYTES reads as damaged (no huge allocation), so a
+    larger payload is never compressed: before, a 260 MiB event was acknowledged and could not
+    be read back (found in review). Here the limit is lowered to keep the test small."""
+    monkeypatch.setattr(compression, "MAX_PLAIN_BYTES", 1000)
+    with el.open("memory://", compression="zstd") as store:
+        store.append("s", [el.ModelInput.from_text("x" * 5000), el.ModelInput.from_text("y" * 900)])
+        assert codecs(store, "s") == [PLAIN, ZSTD]
+        assert [len(e.data.text) for e in store.read("s")] == [5000, 900]  # type: ignore[attr-defined]
+        assert store.verify().ok
+    real = b"z" * (256 * 1024 * 1024 + 1)
+    monkeypatch.undo()
+    assert Compression("zstd").pack(real) == (real, PLAIN)
 
 
 def test_compression_is_off_by_default() -> None:

@@ -647,8 +647,11 @@ class LMDBBackend(Backend):
         location = self.location
         to_event, row = codec.to_event, self._row
 
-        def scan(txn: Txn) -> list[RecordedEvent]:
-            out: list[RecordedEvent] = []
+        slow: list[int] = []  # indexes of records left for the codec, after the transaction
+
+        def scan(txn: Txn) -> list[RecordedEvent | Record]:
+            out: list[RecordedEvent | Record] = []
+            slow.clear()
             cur = txn.cursor(db=self._events)
             values = _positioned(cur, lo, hi, backwards, keys=False)
             if values is None:
@@ -664,18 +667,21 @@ class LMDBBackend(Backend):
                         break
                     event = _exact_event(r, current, stream)
                     if event is None:
-                        event = to_event(row(txn, bytes(cur.key()), value, stream), location)
-                    append(event)
+                        slow.append(len(out))
+                        append(row(txn, bytes(cur.key()), value, stream))
+                    else:
+                        append(event)
                 else:
                     k = bytes(cur.key())
                     if (k < lo) if backwards else (k > hi):
                         break
-                    append(to_event(row(txn, k, value, stream), location))  # raises if damaged
+                    slow.append(len(out))
+                    append(row(txn, k, value, stream))  # raises if damaged
                 if limit is not None and len(out) >= limit:
                     break
             return out
 
-        return self._run(scan, buffers=True)
+        return _decoded(self._run(scan, buffers=True), slow, to_event, location)
 
     def read_all_events(self, after: int, limit: int, codec: Codec) -> list[RecordedEvent]:
         """`read_all` decoded to events, each record in one typed decode when that is exact."""
@@ -686,8 +692,11 @@ class LMDBBackend(Backend):
         location = self.location
         to_event, row = codec.to_event, self._row
 
-        def scan(txn: Txn) -> list[RecordedEvent]:
-            out: list[RecordedEvent] = []
+        slow: list[int] = []  # as in `read_events`
+
+        def scan(txn: Txn) -> list[RecordedEvent | Record]:
+            out: list[RecordedEvent | Record] = []
+            slow.clear()
             cur = txn.cursor(db=self._positions)
             if not cur.set_range(_U64.pack(max(after, 0) + 1)):
                 return out
@@ -703,13 +712,15 @@ class LMDBBackend(Backend):
                 else:
                     event = _exact_event(r, current, r.stream)
                 if event is None:
-                    event = to_event(row(txn, bytes(ekey), value), location)
-                append(event)
+                    slow.append(len(out))
+                    append(row(txn, bytes(ekey), value))
+                else:
+                    append(event)
                 if len(out) >= limit:
                     break
             return out
 
-        return self._run(scan, buffers=True)
+        return _decoded(self._run(scan, buffers=True), slow, to_event, location)
 
     def read_all(self, after: int, limit: int) -> list[Record]:
         """Walk the position index and fetch each record."""
@@ -928,6 +939,23 @@ class LMDBBackend(Backend):
         if opts:
             raise UsageError(f"unknown option(s) for lmdb://: {', '.join(sorted(opts))}")
         return cls(path, **kwargs)
+
+
+def _decoded(
+    rows: list[Any],
+    slow: list[int],
+    to_event: Callable[[Record, str], RecordedEvent],
+    where: str,
+) -> list[RecordedEvent]:
+    """A scan's events, with the records at the `slow` indexes decoded by the codec.
+
+    They are decoded here, after the read transaction: the codec may load a compression
+    dictionary, which takes a transaction of its own, and a map resize waiting for the first
+    one would wait for ever on the second (the gate is not re-entrant).
+    """
+    for i in slow:
+        rows[i] = to_event(rows[i], where)
+    return rows
 
 
 def _positioned(cur: Any, lo: bytes, hi: bytes, backwards: bool, *, keys: bool = True) -> Any:
