@@ -286,30 +286,11 @@ class _Shared:
         1.x raises instead of waiting when a second thread begins one)."""
         self.appends = GroupQueue()
         """Appends of every backend object on this environment, committed in groups."""
-        self.env = lmdb.open(
-            path,
-            map_size=map_size,
-            max_dbs=len(_DBS),
-            max_readers=max_readers,
-            max_spare_txns=16,
-            sync=True,
-            metasync=False,
-            readahead=False,
-            meminit=False,
-        )
+        self.env = _open_env(path, map_size, max_readers)
         try:
             # Readers of processes killed mid-transaction hold pages until their slot is freed.
             self.env.reader_check()
-            with self.env.begin(write=True) as txn:
-                self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
-                meta = self.dbs[-1]
-                stored = txn.get(b"layout", db=meta)
-                if stored is None or int(stored) < LAYOUT_VERSION:
-                    if stored is not None:
-                        log.info(
-                            "LMDB store %s: layout %s raised to %d", path, stored, LAYOUT_VERSION
-                        )
-                    txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
+            stored = self._open_dbs(path)
             self.env.sync(True)
         except BaseException:
             self.env.close()
@@ -321,7 +302,57 @@ class _Shared:
                 location=path,
             )
 
+    def _open_dbs(self, path: str) -> bytes | None:
+        """Open (or create) the named databases and raise the layout; return the stored layout.
 
+        Another process may grow the map between `lmdb.open` and this transaction (LMDB then
+        refuses it until this process adopts the new size), or the map may be full: adopt or
+        grow, and try again, as appends do.
+        """
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
+                    meta = self.dbs[-1]
+                    stored: bytes | None = txn.get(b"layout", db=meta)
+                    if stored is None or int(stored) < LAYOUT_VERSION:
+                        if stored is not None:
+                            log.info(
+                                "LMDB store %s: layout %s raised to %d",
+                                path,
+                                stored,
+                                LAYOUT_VERSION,
+                            )
+                        txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
+                return stored
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)  # no transaction of this process is open yet
+            except lmdb.MapFullError:
+                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+
+
+def _open_env(path: str, map_size: int, max_readers: int) -> lmdb.Environment:
+    """`lmdb.open`, again if another process grew the map while it read the old size."""
+    for attempt in range(_OPEN_ATTEMPTS):
+        try:
+            return lmdb.open(
+                path,
+                map_size=map_size,
+                max_dbs=len(_DBS),
+                max_readers=max_readers,
+                max_spare_txns=16,
+                sync=True,
+                metasync=False,
+                readahead=False,
+                meminit=False,
+            )
+        except lmdb.MapResizedError:
+            if attempt == _OPEN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+_OPEN_ATTEMPTS = 20
 _OPEN: dict[tuple[int, str], _Shared] = {}
 _OPEN_LOCK = threading.Lock()
 

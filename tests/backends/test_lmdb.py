@@ -9,6 +9,7 @@ import itertools
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -257,6 +258,44 @@ def test_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None:
         assert store.stream_info("other").last_seq == 60
         assert len(list(store.read("other"))) == 60
         assert texts_of(store.read("mine")) == ["m0", "m1", "after0"]
+
+
+_GROW_UNTIL_STOPPED = """
+import os, sys
+import eventlog as el
+with el.open(sys.argv[1], durability="none") as store:
+    print("writing", flush=True)
+    while not os.path.exists(sys.argv[2]):
+        store.append("w", [el.Checkpoint(label=os.urandom(1500).hex())])
+    print(store.backend.map_size, flush=True)
+"""
+
+
+def test_opening_while_another_process_grows_the_map(tmp_path: Path) -> None:
+    """Another process growing the map between the opener's reading of its size and its first
+    transaction made open fail with MDB_MAP_RESIZED, about one open in two (found in review):
+    the opener adopts the new size and goes on."""
+    url = f"lmdb://{tmp_path}/growing?map_size=65536"
+    el.open(url).close()
+    stop = tmp_path / "stop"
+    with subprocess.Popen(
+        [sys.executable, "-c", _GROW_UNTIL_STOPPED, url, str(stop)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as writer:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        opens = 0
+        try:
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                with el.open(url) as store:
+                    assert store.head_position() >= 0
+                opens += 1
+        finally:
+            stop.touch()
+            grown = int(writer.stdout.readline())
+    assert writer.returncode == 0 and grown > 65536 and opens > 50
 
 
 def test_one_environment_per_process_and_path(url: str) -> None:
