@@ -711,6 +711,23 @@ class BackendContract:
         b.delete_snapshot("s", "state", 1, 20)
         assert b.snapshot_seqs("s", "state", 1) == [7, 300, 1000]
 
+    def test_snapshots_of_long_stream_and_projection_names(self, store: el.Store) -> None:
+        """The longest stream name (200 characters, 400 bytes of UTF-8) with a long projection
+        name: LMDB's 511-byte keys once refused it as damage (found in review)."""
+        b = store.backend
+        stream, other = "é" * 200, "é" * 199 + "e"
+        name = "projection-" + "ü" * 120
+        b.save_snapshot(stream, name, 1, 5, b"five")
+        b.save_snapshot(stream, name, 1, 9, b"nine")
+        b.save_snapshot(other, name, 1, 7, b"other stream")
+        b.save_snapshot(stream, name + "x", 1, 8, b"other name")
+        assert b.load_snapshot(stream, name, 1, None) == (9, b"nine")
+        assert b.load_snapshot(stream, name, 1, 6) == (5, b"five")
+        assert b.snapshot_seqs(stream, name, 1) == [5, 9]
+        assert b.snapshot_seqs(other, name, 1) == [7]
+        b.delete_snapshot(stream, name, 1, 9)
+        assert b.snapshot_seqs(stream, name, 1) == [5]
+
     def test_closed_store_refuses_calls(self, fresh_url: FreshURL) -> None:
         store = el.open(fresh_url())
         store.append("s", text_events(1))

@@ -66,6 +66,8 @@ so a layout-1 environment is upgraded on open by raising the number alone."""
 DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 """Initial map size; the map doubles whenever it is full."""
 _MAX_NAME_KEY = 400
+_MAX_KEY = 511
+"""LMDB's longest key (its default build)."""
 _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 _SEQ_MAX = _U64.pack(2**64 - 1)
@@ -885,7 +887,16 @@ class LMDBBackend(Backend):
         self._run(lambda txn: txn.put(bkey, data, db=self._blobs), write=True, sync=True)
 
     def _snapshot_prefix(self, stream: str, name: str, version: int) -> bytes:
-        return stream_key(stream) + key_part(name.encode()) + _I64.pack(version)
+        """(stream, name, version) as a key prefix, a seq after it within LMDB's 511 bytes.
+
+        A long stream name and a long projection name may not both fit: such a pair is keyed
+        by a digest of both, after a NUL (no stream key starts with one), so it never collides
+        with a plain key.
+        """
+        pair = stream_key(stream) + key_part(name.encode())
+        if len(pair) > _MAX_KEY - 16:
+            pair = b"\x00\x03" + hashlib.blake2b(pair, digest_size=32).digest()
+        return pair + _I64.pack(version)
 
     def save_snapshot(self, stream: str, name: str, version: int, seq: int, data: bytes) -> None:
         """Keep a snapshot under (stream, name, version, seq)."""
@@ -1013,7 +1024,6 @@ _CORRUPT = (
     lmdb.PageNotFoundError,
     lmdb.InvalidError,
     lmdb.VersionMismatchError,
-    lmdb.BadValsizeError,
     lmdb.PageFullError,
     lmdb.IncompatibleError,
 )
@@ -1023,4 +1033,6 @@ def _translate(exc: lmdb.Error, location: str) -> Exception:
     """The one place LMDB's errors become eventlog's."""
     if isinstance(exc, _CORRUPT):
         return CorruptionError(f"LMDB reports damage: {exc}", location=location)
+    if isinstance(exc, lmdb.BadValsizeError):  # a key too long: a bug here, not damage
+        return UsageError(f"LMDB store {location}: a key is too long for LMDB ({exc})")
     return BackendUnavailableError(f"LMDB store {location}: {exc}")
