@@ -25,6 +25,7 @@ page of level ``fsync`` commits is flushed too (``env.sync``) before append retu
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import logging
@@ -356,6 +357,24 @@ def _open_env(path: str, map_size: int, max_readers: int) -> lmdb.Environment:
 
 _OPEN_ATTEMPTS = 20
 _OPEN: dict[tuple[int, str], _Shared] = {}
+_INHERITED: list[_Shared] = []
+"""In a forked child: the parent's environments, kept from ever being closed here."""
+
+
+def _keep_inherited_open() -> None:
+    """After os.fork(), in the child: never finalize the parent's environments.
+
+    Closing one (at the child's exit, say) would abort its cached read transactions, which
+    frees the parent's reader slots in the shared lock file: the parent's next reads would fail
+    with MDB_BAD_RSLOT. The child opens its own environment if it uses the store.
+    """
+    for shared in _OPEN.values():
+        _INHERITED.append(shared)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(shared.env))  # survives interpreter exit
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_keep_inherited_open)
 _OPEN_LOCK = threading.Lock()
 
 

@@ -298,6 +298,39 @@ def test_opening_while_another_process_grows_the_map(tmp_path: Path) -> None:
     assert writer.returncode == 0 and grown > 65536 and opens > 50
 
 
+_FORK_AND_EXIT = """
+import os, sys
+import eventlog as el
+store = el.open(sys.argv[1])
+store.append("s", [el.Checkpoint(label=str(i)) for i in range(3)])
+for _ in range(20):  # fill the environment's cache of read transactions
+    list(store.read("s"))
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a normal exit: the interpreter finalizes what the child inherited
+os.waitpid(pid, 0)
+for _ in range(20):
+    assert len(list(store.read("s"))) == 3
+store.append("s", [el.Checkpoint(label="after")])
+store.close()
+print("ok")
+"""
+
+
+def test_a_forked_child_exiting_leaves_the_parents_readers_alone(tmp_path: Path) -> None:
+    """A forked child that exits normally finalized the inherited environment, which freed the
+    parent's reader slots: the parent's next reads failed with MDB_BAD_RSLOT (found in review).
+    The child now never closes the parent's environments."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_AND_EXIT, f"lmdb://{tmp_path}/forked"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 0 and out.stdout == "ok\n", out.stderr[-2000:]
+
+
 def test_one_environment_per_process_and_path(url: str) -> None:
     a = el.open(url)
     b = el.open(url)
