@@ -354,13 +354,22 @@ def _newer_schema(path: Path) -> None:
     conn.close()
 
 
-def _foreign_sqlite(path: Path) -> None:
+def _replace_with_sqlite(path: Path, *statements: str) -> None:
+    """Replace the store with a fresh SQLite file made by `statements`."""
     path.unlink()
     conn = sqlite3.connect(path)
     with conn:
-        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-        conn.execute("INSERT INTO notes (body) VALUES ('hello')")
+        for sql in statements:
+            conn.execute(sql)
     conn.close()
+
+
+def _foreign_sqlite(path: Path) -> None:
+    _replace_with_sqlite(
+        path,
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
+        "INSERT INTO notes (body) VALUES ('hello')",
+    )
 
 
 def _text_file(path: Path) -> None:
@@ -373,12 +382,11 @@ def _truncated_header(path: Path) -> None:
 
 def _schema_row_without_tables(path: Path) -> None:
     """A damaged store: its version table says v1, its other tables are gone."""
-    path.unlink()
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.execute("CREATE TABLE eventlog_schema (version INTEGER PRIMARY KEY, applied_at INT)")
-        conn.execute("INSERT INTO eventlog_schema VALUES (1, 0)")
-    conn.close()
+    _replace_with_sqlite(
+        path,
+        "CREATE TABLE eventlog_schema (version INTEGER PRIMARY KEY, applied_at INT)",
+        "INSERT INTO eventlog_schema VALUES (1, 0)",
+    )
 
 
 @pytest.mark.parametrize(
