@@ -10,6 +10,7 @@ eventlog is reported by name and never modified.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
@@ -224,9 +225,7 @@ def _create(path: Path, *, search: bool, target: int = SCHEMA_VERSION) -> None:
         finally:
             conn.close()
         if path.exists():
-            # An empty file (e.g. from tempfile) holds nothing yet: replace it.
-            if path.stat().st_size == 0:
-                os.replace(tmp, path)
+            _replace_empty(path, tmp)
         else:
             with contextlib.suppress(FileExistsError):
                 # Another process may create the same store at the same moment: first one wins.
@@ -235,6 +234,29 @@ def _create(path: Path, *, search: bool, target: int = SCHEMA_VERSION) -> None:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{tmp}{suffix}")
+
+
+def _replace_empty(path: Path, new: Path) -> None:
+    """Move `new` over `path` if `path` is still the empty file it was (e.g. from tempfile).
+
+    Two processes may find it empty at once: each takes a lock on the empty file and replaces
+    it only if it is still that file, so the second never replaces the store the first made
+    (whose connections would then write to an unlinked file).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same and os.fstat(fd).st_size == 0:
+            os.replace(new, path)
+    finally:
+        os.close(fd)
 
 
 def _apply(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import os
 import re
 import shutil
 import sqlite3
@@ -410,6 +412,38 @@ def test_bad_files_are_refused_untouched(
         el.open(url_for(path))
     assert str(path) in str(err.value) and message in str(err.value)
     assert path.read_bytes() == before
+
+
+def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    """An empty file (from tempfile, say) holds nothing yet: the store is made in its place."""
+    path = tmp_path / "empty.db"
+    path.touch()
+    with el.open(url_for(path)) as store:
+        store.append("s", text_events(2))
+    with el.open(url_for(path)) as store:
+        assert texts_of(store.read("s")) == ["m0", "m1"]
+
+
+def test_an_empty_file_another_process_made_a_store_is_not_replaced(tmp_path: Path) -> None:
+    """Two processes may find the file empty at once. The first to lock it makes the store;
+    the second, once it has the lock, finds another file there and leaves it (replacing it
+    would send the first one's writes to an unlinked file)."""
+    path = tmp_path / "race.db"
+    path.touch()
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    first.write_bytes(b"the first process's store")
+    second.write_bytes(b"the second process's store")
+    held = os.open(path, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # the first process holds the empty file's lock
+    late = threading.Thread(target=sqlite_schema._replace_empty, args=(path, second))
+    late.start()
+    time.sleep(0.2)  # the second process now waits for the lock on the same empty file
+    assert late.is_alive()
+    os.replace(first, path)
+    os.close(held)
+    late.join(10)
+    assert path.read_bytes() == b"the first process's store"
+    assert second.exists()  # not moved: the caller removes its temporary file
 
 
 def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
