@@ -455,6 +455,8 @@ class JSONLBackend(Backend):
         self._dirty: set[int] = set()
         self._appends = GroupQueue()
         """Appends of this backend object, committed in groups."""
+        self._staged = 0
+        """Appends of the group being committed staged so far (index lines still to write)."""
         self._last_sync = time.monotonic()
         for sub in (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots"):
             sub.mkdir(parents=True, exist_ok=True)
@@ -659,7 +661,7 @@ class JSONLBackend(Backend):
             self._cut(st.path, fd, st.line_no(scan.good_seq), scan.good_end, scan.reason)
         return scan.batches
 
-    def _roll_forward(self, found: list[Batch]) -> None:
+    def _roll_forward(self, found: list[Batch], *, cut: bool = False) -> None:
         """Index complete appends a crashed writer left unindexed, if their positions are free.
 
         Their lines carry the positions they were written with, the next ones after the index
@@ -667,18 +669,20 @@ class JSONLBackend(Backend):
         is cut instead, with the rest of its file (reported like a torn tail). It was never
         acknowledged (the index line is the commit point); indexing it at positions other than
         its lines say would let a later rebuild of the index move it, and writing its index
-        line while appends staged before it await theirs would put the index out of order.
+        line while appends staged before it await theirs would put the index out of order:
+        with `cut`, every leftover is cut.
         """
         found.sort(key=lambda b: (b.pos, b.stem))
-        cut: set[str] = set()
+        gone: set[str] = set()
         for b in found:
-            if b.stem in cut:
+            if b.stem in gone:
                 continue
             st = self._streams[b.stem]
-            if b.pos != self._head + 1:
-                reason = f"unindexed append of {b.n} event(s) at taken positions from {b.pos}"
+            if cut or b.pos != self._head + 1:
+                why = "taken since" if b.pos <= self._head else "met while a group is staged"
+                reason = f"unindexed append of {b.n} event(s) at positions from {b.pos}, {why}"
                 self._cut(st.path, self._fd(st), st.line_no(b.seq), b.offset, reason)
-                cut.add(b.stem)
+                gone.add(b.stem)
                 continue
             line = _index_line(b)
             os.write(self._index_fd, line)
@@ -736,7 +740,9 @@ class JSONLBackend(Backend):
         # crashed writer left: complete appends are rolled forward, a torn rest is cut.
         st = self._stream(name, on_disk=True)
         if st is not None:
-            self._roll_forward(self._tail(st))
+            # Once an append of this group is staged, its index line is still to come: an index
+            # line written now for a leftover would go ahead of it, out of position order.
+            self._roll_forward(self._tail(st), cut=self._staged > 0)
         self._check_conflicts(st, records)
         if st is None:
             st = self._create(Header(eventlog_jsonl=FORMAT_VERSION, stream=name))
@@ -755,12 +761,14 @@ class JSONLBackend(Backend):
         # Readers of this process wait for the mutex held until the commit; other processes
         # see the append only once its index line is written, after the sync.
         self._apply(batch)
+        self._staged += 1
         return _Staged(st, batch, durability)
 
     def _commit_group(self, group: list[Job]) -> bool:
         """Stage every append of the group, sync the files written once each, index them."""
         with self._mutex, self._write_lock():
             self._refresh()
+            self._staged = 0
             done: list[tuple[Job, _Staged]] = []
             for job in group:
                 job.result = job.error = None

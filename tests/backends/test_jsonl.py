@@ -286,7 +286,7 @@ def test_leftover_at_positions_taken_since_is_cut_and_positions_never_move(root:
         store.append("c", _events(1, "c"))  # position 2, this store knows nothing of b's lines
         store.append("b", _events(1, "b"))  # finds b's leftover: its position is taken
         (repair,) = _backend(store).repairs
-        assert "taken positions" in repair.reason and repair.line == 2
+        assert "taken since" in repair.reason and repair.line == 2
         where = _where(store)
     assert where == [("a", 1, 1, "a0"), ("c", 1, 2, "c0"), ("b", 1, 3, "b0")]
     (root / "index.log").unlink()  # a cache: rebuilt from the stream files on open
@@ -328,6 +328,100 @@ def test_recovery_inside_a_group_commit_keeps_the_index_in_position_order(root: 
     where = _where(store)
     store.close()
     other.close()
+    with _open(root) as again:
+        assert _where(again) == where
+        assert again.verify().ok
+
+
+_CRASH_IN_A_GROUP = """
+import os, sys, threading, time
+import eventlog as el
+from eventlog.backends import jsonl
+
+index = jsonl.JSONLBackend._sync_and_index
+
+def die(self, staged):  # a group's lines are written and synced; no index line
+    if len(staged) < 2:
+        return index(self, staged)
+    for item in staged:
+        os.fdatasync(self._fd(item.st))
+    os._exit(0)
+
+jsonl.JSONLBackend._sync_and_index = die
+store = el.open(f"jsonl://{sys.argv[1]}")
+queue = store.backend._appends
+for name in sys.argv[2:]:  # cache each stream's tail: no read waits for the leader's lock
+    store._tail(name)
+print("open", flush=True)
+sys.stdin.readline()  # the parent now holds the write lock
+# The parent holds the write lock: the first append leads a group of its own and waits for
+# it; the others queue behind it and form the next group, the one that dies.
+for i, name in enumerate(sys.argv[2:]):
+    threading.Thread(target=store.append, args=(name, [el.ModelInput.from_text(name)])).start()
+    while len(queue._queue) + queue._leading < i + 1:
+        time.sleep(0.001)
+print("queued", flush=True)
+time.sleep(60)
+"""
+
+
+def _behind_a_leader(
+    store: el.Store, root: Path, appends: list[tuple[str, list[el.Event]]]
+) -> None:
+    """Run the appends from threads in order while the write lock is held: the first leads a
+    group of its own and waits for the lock, the others queue and share the next commit."""
+    queue = _backend(store)._appends
+    lock = os.open(root / "lock", os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    threads = [threading.Thread(target=store.append, args=item) for item in appends]
+    threads[0].start()
+    assert wait_for(lambda: queue._leading)
+    for queued, th in enumerate(threads[1:], 1):
+        th.start()
+        assert wait_for(lambda n=queued: len(queue._queue) == n)
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    os.close(lock)
+    for th in threads:
+        th.join(30)
+
+
+def test_a_leftover_met_while_a_group_is_staged_is_cut(root: Path) -> None:
+    """Another process commits w at 5, then its group [u, s] leaves lines at 6 and 7 and dies.
+    This store's group [t, s] stages t at 6, then meets s's leftover at 7: indexing it there
+    would write its index line ahead of t's, so it is cut (it was never acknowledged); the
+    index stays in position order, and reopening moves nothing (u's leftover, at a taken
+    position by then, is cut on open)."""
+    store = _open(root)
+    for name in ("u", "s", "t", "x"):
+        (first,) = store.append(name, _events(1, name))
+    with subprocess.Popen(
+        [sys.executable, "-c", _CRASH_IN_A_GROUP, str(root), "w", "u", "s"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as crashing:
+        assert crashing.stdin is not None and crashing.stdout is not None
+        assert crashing.stdout.readline() == "open\n"
+        lock = os.open(root / "lock", os.O_RDWR)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        crashing.stdin.write("go\n")
+        crashing.stdin.flush()
+        assert crashing.stdout.readline() == "queued\n"
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+        assert crashing.wait(30) == 0  # died between its synced lines and its index line
+    retry = el.Event(id=first.id, data=first.data)  # x's event again: takes no position
+    _behind_a_leader(
+        store, root, [("x", [retry]), ("t", _events(1, "t1-")), ("s", _events(1, "s1-"))]
+    )
+    (repair,) = _backend(store).repairs
+    assert "from 7, met while a group is staged" in repair.reason
+    index = (root / "index.log").read_text().splitlines()
+    positions = [int(line.split()[1]) for line in index if line.startswith("B ")]
+    assert positions == [1, 2, 3, 4, 5, 6, 7], index
+    where = _where(store)
+    assert where[4:] == [("w", 1, 5, "w"), ("t", 2, 6, "t1-0"), ("s", 2, 7, "s1-0")]
+    store.close()
     with _open(root) as again:
         assert _where(again) == where
         assert again.verify().ok
