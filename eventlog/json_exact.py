@@ -10,6 +10,7 @@ error, so a value that passes costs its walk alone.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -24,6 +25,10 @@ _INLINE_DEPTH = 4
 Check = Callable[[Any], None]
 """Raises `NotJSON` at the first part of a value that JSON would change."""
 
+_RECORDS = (mi.StructType, mi.DataclassType, mi.NamedTupleType, mi.TypedDictType)
+"""Types with named fields."""
+_ARRAYS = (mi.ListType, mi.VarTupleType, mi.TupleType, mi.SetType, mi.FrozenSetType)
+
 
 class NotJSON(ValueError):
     """A value JSON would store as something else; `path` says where, once complete."""
@@ -35,7 +40,8 @@ class NotJSON(ValueError):
 
     def at(self, root: str) -> str:
         """The message with the full path from `root`."""
-        return f"{root}{''.join(reversed(self.steps))} {self.what}"
+        where = root + "".join(reversed(self.steps))
+        return f"{where} {self.what}" if where else self.what
 
 
 def check(value: Any, root: str, value_check: Check) -> None:
@@ -51,19 +57,19 @@ def check_untyped(value: Any) -> None:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return
-    if kind is dict:
-        _untyped_dict(value)
-    elif kind is list or kind is tuple:
-        _untyped_items(value)
-    elif kind is float:
+    if kind is float:
         check_float(value)
+    elif isinstance(value, dict):
+        _untyped_dict(value)
+    elif isinstance(value, (list, tuple)):
+        _untyped_items(value)
     elif not isinstance(value, (str, int)):
         raise NotJSON(f"is a {kind.__name__}, which JSON would store as another type")
 
 
 def _untyped_dict(value: dict[Any, Any]) -> None:
     for key, item in value.items():
-        if type(key) is not str and not isinstance(key, str):
+        if not isinstance(key, str):
             raise NotJSON(f"has a {type(key).__name__} key; JSON keys are strings")
         if type(item) is not str:
             try:
@@ -83,10 +89,39 @@ def _untyped_items(value: list[Any] | tuple[Any, ...]) -> None:
                 raise
 
 
-def check_float(value: float) -> None:
-    """A finite float (JSON has no NaN or infinity; they would be stored as null)."""
-    if not math.isfinite(value):
-        raise NotJSON(f"is {value!r}, which JSON cannot store (it would become null)")
+def check_float(value: Any) -> None:
+    """A value of a float field: a finite float, or an int a float can hold."""
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise NotJSON(f"is {value!r}, which JSON cannot store (it would become null)")
+        return
+    if isinstance(value, int) and kind is not bool:
+        try:
+            float(value)
+        except OverflowError:
+            raise NotJSON("is an int too large for a float field") from None
+        return
+    raise NotJSON(f"is a {kind.__name__} in a float field, which would not read back")
+
+
+def check_typed(value: Any) -> None:
+    """A value of a declared type too deep (or recursive) to inline: its floats, by class."""
+    if isinstance(value, msgspec.Struct):
+        _check_struct(value)
+    elif isinstance(value, float):
+        check_float(value)
+    elif isinstance(value, dict):
+        _each(check_typed, value.items())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        _each(check_typed, enumerate(value))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            try:
+                check_typed(getattr(value, field.name))
+            except NotJSON as exc:
+                exc.steps.append(f".{field.name}")
+                raise
 
 
 @functools.cache
@@ -99,91 +134,132 @@ def checker(cls: type) -> Check | None:
     info = mi.type_info(cls)
     if not isinstance(info, mi.StructType) or not _needs(info, set()):
         return None
+    return _compile(info, frozenset({cls}), root_fields=True)
+
+
+def _compile(t: mi.Type, seen: frozenset[type], *, root_fields: bool = False) -> Check:
+    """Generate the check of a value of type `t` (its fields' checks for a record root)."""
+    helpers: list[Check] = []
+    lines = ["def check(value):"]
+    if root_fields:
+        _emit_fields(lines, t, "value", 1, seen, helpers)
+    else:
+        _emit(lines, t, "value", "", 1, seen, helpers)
+    if len(lines) == 1:
+        lines.append("    pass")
     names: dict[str, Any] = {
         "NotJSON": NotJSON,
         "isfinite": math.isfinite,
         "check_float": check_float,
         "check_untyped": check_untyped,
         "check_struct": _check_struct,
-        "check_by_class": _check_by_class,
+        "check_typed": check_typed,
+        "helpers": helpers,
     }
-    lines = ["def check(value):"]
-    _emit_fields(lines, info, "value", 1, frozenset({cls}))
-    exec("\n".join(lines), names)  # code built from the class's own field names
+    exec("\n".join(lines), names)  # code built from field names and types
     built: Check = names["check"]
     return built
 
 
 def _emit_fields(
-    lines: list[str], info: mi.StructType, var: str, depth: int, seen: frozenset[type]
+    lines: list[str],
+    t: mi.Type,
+    var: str,
+    depth: int,
+    seen: frozenset[type],
+    helpers: list[Check],
 ) -> None:
-    """Statements checking the fields of struct `var` that hold floats or untyped values."""
+    """Statements checking the fields of record `var` that hold floats or untyped values."""
     pad = "    " * depth
-    for field in info.fields:
-        if _needs(field.type, set(seen)):
-            name = f"f{depth}"
+    keyed = isinstance(t, mi.TypedDictType)
+    for field in getattr(t, "fields", ()):
+        if not _needs(field.type, set()):
+            continue
+        name = f"f{depth}"
+        if keyed:
+            lines.append(f"{pad}{name} = {var}.get({field.name!r})")
+            lines.append(f"{pad}if {name} is not None:")
+            _emit(lines, field.type, name, f".{field.name}", depth + 1, seen, helpers)
+        else:
             lines.append(f"{pad}{name} = {var}.{field.name}")
-            _emit(lines, field.type, name, f".{field.name}", depth, seen)
+            _emit(lines, field.type, name, f".{field.name}", depth, seen, helpers)
 
 
 def _emit(
-    lines: list[str], t: mi.Type, var: str, step: str, depth: int, seen: frozenset[type]
+    lines: list[str],
+    t: mi.Type,
+    var: str,
+    step: str,
+    depth: int,
+    seen: frozenset[type],
+    helpers: list[Check],
 ) -> None:
     """Append statements checking `var` of declared type `t`; an error adds `step` to its path."""
+    t = _unwrap(t)
     pad = "    " * depth
     if isinstance(t, mi.UnionType):
-        kinds = [x for x in t.types if not isinstance(x, mi.NoneType)]
+        kinds = [x for x in t.types if not isinstance(_unwrap(x), mi.NoneType)]
         if len(kinds) == 1:  # Optional[...]
             lines.append(f"{pad}if {var} is not None:")
-            _emit(lines, kinds[0], var, step, depth + 1, seen)
+            _emit(lines, kinds[0], var, step, depth + 1, seen, helpers)
             return
     lines.append(f"{pad}try:")
-    lines.extend(_body(t, var, depth, seen) or [f"{pad}    pass"])
+    lines.extend(_body(t, var, depth, seen, helpers) or [f"{pad}    pass"])
     lines.append(f"{pad}except NotJSON as exc:")
     lines.append(f"{pad}    exc.steps.append({step!r})")
     lines.append(f"{pad}    raise")
 
 
-def _body(t: mi.Type, var: str, depth: int, seen: frozenset[type]) -> list[str]:
+def _body(
+    t: mi.Type, var: str, depth: int, seen: frozenset[type], helpers: list[Check]
+) -> list[str]:
     """The statements of `_emit`'s try block (one level deeper than `depth`)."""
     pad = "    " * (depth + 1)
     inner = f"v{depth}"
     if isinstance(t, mi.FloatType):
-        return [f"{pad}if not isfinite({var}): check_float({var})"]
+        return [f"{pad}if type({var}) is not float or not isfinite({var}): check_float({var})"]
     if isinstance(t, mi.AnyType):
-        return [f"{pad}check_untyped({var})"]
+        return [f"{pad}if type({var}) is not str: check_untyped({var})"]
     if isinstance(t, mi.UnionType):
-        untyped = any(isinstance(x, mi.AnyType) for x in t.types)
-        return [f"{pad}{'check_untyped' if untyped else 'check_by_class'}({var})"]
-    if isinstance(t, mi.StructType):
-        if t.cls in seen or len(seen) >= _INLINE_DEPTH:
-            return [f"{pad}check_struct({var})"]
+        helpers.append(_union_check(t, seen))
+        return [f"{pad}helpers[{len(helpers) - 1}]({var})"]
+    if isinstance(t, _RECORDS):
+        cls: type = t.cls
+        if cls in seen or len(seen) >= _INLINE_DEPTH:
+            call = "check_struct" if isinstance(t, mi.StructType) else "check_typed"
+            return [f"{pad}{call}({var})"]
         body: list[str] = []
-        _emit_fields(body, t, var, depth + 1, seen | {t.cls})
+        _emit_fields(body, t, var, depth + 1, seen | {cls}, helpers)
         return body
     if isinstance(t, mi.DictType):
         body = [f"{pad}for k{depth}, {inner} in {var}.items():"]
-        _emit_item(body, t.value_type, inner, f"k{depth}", depth + 2, seen)
+        _emit_item(body, t.value_type, inner, f"k{depth}", depth + 2, seen, helpers)
         return body
     if isinstance(t, mi.TupleType):
         body = []
         for i, item in enumerate(t.item_types):
             if _needs(item, set()):
                 body.append(f"{pad}{inner} = {var}[{i}]")
-                _emit(body, item, inner, f"[{i}]", depth + 1, seen)
+                _emit(body, item, inner, f"[{i}]", depth + 1, seen, helpers)
         return body
     body = [f"{pad}for i{depth}, {inner} in enumerate({var}):"]
-    _emit_item(body, _parts(t)[0], inner, f"i{depth}", depth + 2, seen)
+    _emit_item(body, _parts(t)[0], inner, f"i{depth}", depth + 2, seen, helpers)
     return body
 
 
 def _emit_item(
-    lines: list[str], t: mi.Type, var: str, key: str, depth: int, seen: frozenset[type]
+    lines: list[str],
+    t: mi.Type,
+    var: str,
+    key: str,
+    depth: int,
+    seen: frozenset[type],
+    helpers: list[Check],
 ) -> None:
     """Statements checking one item of a container; an error adds the item's key to its path."""
     pad = "    " * depth
     lines.append(f"{pad}try:")
-    _emit(lines, t, var, "", depth + 1, seen)
+    _emit(lines, t, var, "", depth + 1, seen, helpers)
     lines.append(f"{pad}except NotJSON as exc:")
     lines.append(
         f"{pad}    exc.steps.append(f'.{{{key}}}' if isinstance({key}, str) else f'[{{{key}}}]')"
@@ -191,25 +267,70 @@ def _emit_item(
     lines.append(f"{pad}    raise")
 
 
+def _union_check(t: mi.UnionType, seen: frozenset[type]) -> Check:
+    """A union's check: the value's class picks the member it was encoded as.
+
+    msgspec allows one array-like and one dict-like member besides tagged structs; untyped
+    values are checked as such when the union takes `Any`.
+    """
+    kinds = [_unwrap(x) for x in t.types]
+    untyped = any(isinstance(k, mi.AnyType) for k in kinds)
+    floats = untyped or any(isinstance(k, mi.FloatType) for k in kinds)
+    array = next((k for k in kinds if isinstance(k, _ARRAYS) and _needs(k, set())), None)
+    mapping = next(
+        (k for k in kinds if isinstance(k, (mi.DictType, mi.TypedDictType)) and _needs(k, set())),
+        None,
+    )
+    array_check = _compile(array, seen) if array is not None else None
+    mapping_check = _compile(mapping, seen) if mapping is not None else None
+
+    def check_member(value: Any) -> None:
+        if isinstance(value, msgspec.Struct):
+            _check_struct(value)
+        elif isinstance(value, float) and floats:
+            check_float(value)
+        elif isinstance(value, (list, tuple, set, frozenset)) and array_check is not None:
+            array_check(value)
+        elif isinstance(value, dict) and mapping_check is not None:
+            mapping_check(value)
+        elif untyped:
+            check_untyped(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_typed(value)
+
+    return check_member
+
+
+def _unwrap(t: mi.Type) -> mi.Type:
+    """The type inside `Annotated[...]` constraints or metadata."""
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    return t
+
+
 def _needs(t: mi.Type, seen: set[type]) -> bool:
+    """Whether a value of type `t` may hold a float or an untyped value."""
+    t = _unwrap(t)
     if isinstance(t, (mi.FloatType, mi.AnyType)):
         return True
-    if isinstance(t, mi.StructType):
+    if isinstance(t, _RECORDS):
         if t.cls in seen:
             return False
         seen.add(t.cls)
-        return any(_needs(f.type, seen) for f in t.fields)
     return any(_needs(part, seen) for part in _parts(t))
 
 
 def _parts(t: mi.Type) -> list[mi.Type]:
-    """The types inside a container or union type (none for a scalar)."""
+    """The types inside a container, record or union type (none for a scalar)."""
+    t = _unwrap(t)
     if isinstance(t, mi.UnionType):
         return list(t.types)
     if isinstance(t, mi.TupleType):
         return list(t.item_types)
     if isinstance(t, mi.DictType):
         return [t.value_type]
+    if isinstance(t, _RECORDS):
+        return [field.type for field in t.fields]
     item = getattr(t, "item_type", None)
     return [item] if isinstance(item, mi.Type) else []
 
@@ -221,18 +342,6 @@ def _check_struct(value: msgspec.Struct) -> None:
         struct_check(value)
 
 
-def _check_by_class(value: Any) -> None:
-    """A union of several typed kinds (tagged structs, say): check by the value's class."""
-    if isinstance(value, msgspec.Struct):
-        _check_struct(value)
-    elif isinstance(value, float):
-        check_float(value)
-    elif isinstance(value, dict):
-        _each(_check_by_class, value.items())
-    elif isinstance(value, (list, tuple)):
-        _each(_check_by_class, enumerate(value))
-
-
 def _each(item_check: Check, pairs: Any) -> None:
     for key, item in pairs:
         try:
@@ -240,13 +349,3 @@ def _each(item_check: Check, pairs: Any) -> None:
         except NotJSON as exc:
             exc.steps.append(f".{key}" if isinstance(key, str) else f"[{key}]")
             raise
-
-
-def _fixed(checks: list[Check | None], value: Any) -> None:
-    for i, (item_check, item) in enumerate(zip(checks, value, strict=False)):
-        if item_check is not None:
-            try:
-                item_check(item)
-            except NotJSON as exc:
-                exc.steps.append(f"[{i}]")
-                raise

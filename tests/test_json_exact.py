@@ -7,11 +7,13 @@ payload class has floats or untyped fields.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import datetime
 import math
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pytest
@@ -104,3 +106,68 @@ def test_a_recursive_untyped_value_names_the_path() -> None:
         info.value.at("meta")
         == "meta.a[0].b.c[1].d is nan, which JSON cannot store (it would become null)"
     )
+
+
+# -- payload shapes a user may register -------------------------------------------------------
+
+
+class Node(msgspec.Struct, frozen=True):
+    value: float
+    children: tuple[Node, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+
+
+@el.register_event_type
+class Shapes(el.EventData, frozen=True, tag="tests.json_exact.shapes"):
+    """Floats and untyped values in the shapes msgspec supports."""
+
+    tree: Node | None = None
+    point: Point | None = None
+    either: int | list[Any] = 0
+    bounded: Annotated[float, msgspec.Meta(ge=-1e300, description="a described float")] = 0.0
+    table: dict[str, list[float]] = msgspec.field(default_factory=dict)
+
+
+SHAPES_REFUSED: list[tuple[str, Shapes, str]] = [
+    ("recursive struct", Shapes(tree=Node(1.0, (Node(2.0), Node(math.nan)))),
+     ".tree.children[1].value is nan"),
+    ("dataclass field", Shapes(point=Point(0.5, math.inf)), ".point.y is inf"),
+    ("union with Any inside", Shapes(either=[1, b"raw"]), ".either[1] is a bytes"),
+    ("annotated float", Shapes(bounded=-math.inf), ".bounded is -inf"),
+    ("dict of lists", Shapes(table={"k": [1.0, math.nan]}), ".table.k[1] is nan"),
+    ("str in a float field", Shapes(point=Point("1.5", 2.0)),  # type: ignore[arg-type]
+     ".point.x is a str in a float field"),
+    ("huge int in a float field", Shapes(bounded=10**400),  # type: ignore[arg-type]
+     ".bounded is an int too large"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("data", "where"), [c[1:] for c in SHAPES_REFUSED],
+                         ids=[c[0] for c in SHAPES_REFUSED])  # fmt: skip
+def test_every_shape_of_payload_is_checked(tmp_path: Path, data: Shapes, where: str) -> None:
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        with pytest.raises(el.ValidationError) as info:
+            store.append("s", [data])
+        assert info.value.field == "data" and where in str(info.value)
+        assert not store.exists("s")
+
+
+def test_payload_shapes_that_survive_json_are_accepted(tmp_path: Path) -> None:
+    data = Shapes(
+        tree=Node(1.0, (Node(2.5, (Node(-0.0),)),)),
+        point=Point(1, 2.5),  # an int in a float field reads back as an equal float
+        either=[1, "x", {"k": [None, 2.5]}],
+        bounded=1e300,
+        table={"k": [0.0, 1.5]},
+    )
+    meta = {"ordered": collections.OrderedDict(a=1), "counts": collections.defaultdict(int, b=2)}
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        store.append("s", [el.Event(data=data, meta=meta)])
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        (read,) = store.read("s")
+    assert read.data == data and read.meta == {"ordered": {"a": 1}, "counts": {"b": 2}}
