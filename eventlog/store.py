@@ -499,6 +499,7 @@ class Store:
     def exists(self, stream: str) -> bool:
         """Whether the stream has events or is a fork."""
         self._check_open()
+        validate_stream_name(stream)
         return self._backend.last(stream) is not None or self._backend.get_fork(stream) is not None
 
     def fork(self, source: str, new: str, at_seq: int | None = None) -> StreamInfo:
@@ -525,11 +526,14 @@ class Store:
     def forks(self, stream: str | None = None) -> list[ForkInfo]:
         """Fork entries: all, or the direct forks of one stream."""
         self._check_open()
+        if stream is not None:
+            validate_stream_name(stream)
         return self._backend.list_forks(stream)
 
     def ancestry(self, stream: str) -> list[tuple[str, int]]:
         """[(ancestor, fork seq), ...] from the root to the stream's parent."""
         self._check_open()
+        validate_stream_name(stream)
         segments = self._segments(stream)
         return [(origin, hi) for origin, _, hi in segments[:-1] if hi is not None]
 

@@ -304,8 +304,15 @@ class BackendContract:
     def test_bad_stream_names_are_rejected(self, store: el.Store, name: Any) -> None:
         with pytest.raises(el.ValidationError):
             store.append(name, text_events(1))
-        with pytest.raises(el.ValidationError):
-            list(store.read(name))
+        for call in (
+            lambda: list(store.read(name)),
+            lambda: store.exists(name),
+            lambda: store.stream_info(name),
+            lambda: store.ancestry(name),
+            *([lambda: store.forks(name)] if name is not None else []),  # None: every fork
+        ):
+            with pytest.raises(el.ValidationError):
+                call()
 
     def test_user_registered_event_type_round_trips(self, store: el.Store) -> None:
         store.append("s", [Rated(score=5, note="good")])

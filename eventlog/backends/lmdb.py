@@ -397,6 +397,8 @@ def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
 
 
 def _release(shared: _Shared) -> None:
+    if any(shared is inherited for inherited in _INHERITED):
+        return  # the parent's environment, in a forked child: never closed here
     with _OPEN_LOCK:
         shared.refs -= 1
         if shared.refs:

@@ -189,15 +189,21 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
         try:
             migrate(path, version, has_search)
         except sqlite3.Error as exc:  # rolled back: the file is as it was
-            if _busy(exc):
+            if not _damaged(exc):  # busy, disk full, read-only, I/O: the store is fine
                 raise BackendUnavailableError(
-                    f"{path}: cannot be upgraded from schema v{version} now: another process "
-                    f"holds its write lock ({exc})"
+                    f"{path}: cannot be upgraded from schema v{version} now ({exc}); the "
+                    "store is unchanged"
                 ) from exc
             raise CorruptionError(
                 f"cannot be upgraded from schema v{version}: {exc}", location=str(path)
             ) from exc
     return has_search
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Whether an error says the file is damaged or not the schema it claims (not the disk)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_ERROR)
 
 
 def _busy(exc: sqlite3.Error) -> bool:

@@ -307,6 +307,8 @@ for _ in range(20):  # fill the environment's cache of read transactions
     list(store.read("s"))
 pid = os.fork()
 if pid == 0:
+    store.close()  # refused in a child: leaves the parent's store alone
+    store.backend.close()  # so does the backend's own close
     sys.exit(0)  # a normal exit: the interpreter finalizes what the child inherited
 os.waitpid(pid, 0)
 for _ in range(20):

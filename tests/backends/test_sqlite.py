@@ -446,6 +446,39 @@ def test_an_empty_file_another_process_made_a_store_is_not_replaced(tmp_path: Pa
     assert second.exists()  # not moved: the caller removes its temporary file
 
 
+def _sqlite_error(tmp_path: Path, *statements: str) -> sqlite3.Error:
+    conn = sqlite3.connect(tmp_path / "errors.db", isolation_level=None)
+    try:
+        for sql in statements:
+            conn.execute(sql)
+    except sqlite3.Error as exc:
+        return exc
+    finally:
+        conn.close()
+    raise AssertionError("no error")
+
+
+def test_only_damage_makes_a_failed_upgrade_a_corruption_error(tmp_path: Path) -> None:
+    """A migration that fails for want of disk space (or a lock, or a read-only file) leaves a
+    healthy store: that is BackendUnavailableError, not CorruptionError (found in review)."""
+    full = _sqlite_error(
+        tmp_path,
+        "CREATE TABLE t (x BLOB)",
+        "PRAGMA max_page_count=3",
+        "INSERT INTO t VALUES (zeroblob(100000))",
+    )
+    assert full.sqlite_errorcode == sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+    assert not sqlite_schema._damaged(full)
+    missing = _sqlite_error(tmp_path, "SELECT * FROM no_such_table")
+    assert sqlite_schema._damaged(missing)
+    (tmp_path / "junk.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)
+    junk = sqlite3.connect(tmp_path / "junk.db")
+    with pytest.raises(sqlite3.DatabaseError) as err:
+        junk.execute("SELECT * FROM sqlite_master")
+    junk.close()
+    assert sqlite_schema._damaged(err.value)
+
+
 def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
     with pytest.raises(el.UsageError, match="not a regular file"):
