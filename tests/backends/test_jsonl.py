@@ -295,21 +295,15 @@ def test_leftover_at_positions_taken_since_is_cut_and_positions_never_move(root:
         assert store.verify().ok
 
 
-def test_recovery_inside_a_group_commit_keeps_the_index_in_position_order(root: Path) -> None:
-    """A job of a group commit that finds a crashed writer's leftover must not index it ahead
-    of the jobs staged before it: the index stays in position order, so another store object
-    (another process, say) keeps seeing every commit, and reopening moves nothing."""
-    store, other = _open(root), _open(root)
-    for name in ("x", "a", "b"):
-        store.append(name, _events(1, name))
-    _crash_before_index(root, "b", "crashed")
+def _behind_a_leader(
+    store: el.Store, root: Path, appends: list[tuple[str, list[el.Event]]]
+) -> None:
+    """Run the appends from threads in order while the write lock is held: the first leads a
+    group of its own and waits for the lock, the others queue and share the next commit."""
     queue = _backend(store)._appends
     lock = os.open(root / "lock", os.O_RDWR)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # the next leader waits for it; the others queue
-    threads = [
-        threading.Thread(target=store.append, args=(name, _events(1, f"{name}1-")))
-        for name in ("x", "a", "b")
-    ]
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    threads = [threading.Thread(target=store.append, args=item) for item in appends]
     threads[0].start()
     assert wait_for(lambda: queue._leading)
     for queued, th in enumerate(threads[1:], 1):
@@ -319,6 +313,17 @@ def test_recovery_inside_a_group_commit_keeps_the_index_in_position_order(root: 
     os.close(lock)
     for th in threads:
         th.join(30)
+
+
+def test_recovery_inside_a_group_commit_keeps_the_index_in_position_order(root: Path) -> None:
+    """A job of a group commit that finds a crashed writer's leftover must not index it ahead
+    of the jobs staged before it: the index stays in position order, so another store object
+    (another process, say) keeps seeing every commit, and reopening moves nothing."""
+    store, other = _open(root), _open(root)
+    for name in ("x", "a", "b"):
+        store.append(name, _events(1, name))
+    _crash_before_index(root, "b", "crashed")
+    _behind_a_leader(store, root, [(name, _events(1, f"{name}1-")) for name in ("x", "a", "b")])
     index = (root / "index.log").read_text().splitlines()
     positions = [int(line.split()[1]) for line in index if line.startswith("B ")]
     assert positions == sorted(set(positions)), index
@@ -363,26 +368,6 @@ for i, name in enumerate(sys.argv[2:]):
 print("queued", flush=True)
 time.sleep(60)
 """
-
-
-def _behind_a_leader(
-    store: el.Store, root: Path, appends: list[tuple[str, list[el.Event]]]
-) -> None:
-    """Run the appends from threads in order while the write lock is held: the first leads a
-    group of its own and waits for the lock, the others queue and share the next commit."""
-    queue = _backend(store)._appends
-    lock = os.open(root / "lock", os.O_RDWR)
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    threads = [threading.Thread(target=store.append, args=item) for item in appends]
-    threads[0].start()
-    assert wait_for(lambda: queue._leading)
-    for queued, th in enumerate(threads[1:], 1):
-        th.start()
-        assert wait_for(lambda n=queued: len(queue._queue) == n)
-    fcntl.flock(lock, fcntl.LOCK_UN)
-    os.close(lock)
-    for th in threads:
-        th.join(30)
 
 
 def test_a_leftover_met_while_a_group_is_staged_is_cut(root: Path) -> None:
