@@ -248,6 +248,12 @@ class Codec:
                 json_check(data)
             except NotJSON as exc:
                 raise ValidationError(exc.at(""), field="data", index=index) from None
+            except (TypeError, AttributeError, IndexError, KeyError) as exc:
+                # A field holding what its type does not allow (Structs do not check on
+                # construction): it would not decode either.
+                raise ValidationError(
+                    f"does not match its declared types ({exc})", field="data", index=index
+                ) from None
         event_id = event.id
         if type(event_id) is not str or len(event_id) != 36 or not _uuid_match(event_id):
             raise ValidationError(

@@ -10,8 +10,8 @@ error, so a value that passes costs its walk alone.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import keyword
 import math
 from collections.abc import Callable
 from typing import Any
@@ -25,9 +25,19 @@ _INLINE_DEPTH = 4
 Check = Callable[[Any], None]
 """Raises `NotJSON` at the first part of a value that JSON would change."""
 
-_RECORDS = (mi.StructType, mi.DataclassType, mi.NamedTupleType, mi.TypedDictType)
-"""Types with named fields."""
-_ARRAYS = (mi.ListType, mi.VarTupleType, mi.TupleType, mi.SetType, mi.FrozenSetType)
+_CLASSED = (mi.StructType, mi.DataclassType, mi.NamedTupleType)
+"""Types with named fields whose values are instances of the type's class."""
+_RECORDS = (*_CLASSED, mi.TypedDictType)
+"""Types with named fields (a TypedDict's values are plain dicts)."""
+_ARRAYS = (
+    mi.ListType,
+    mi.VarTupleType,
+    mi.TupleType,
+    mi.SetType,
+    mi.FrozenSetType,
+    mi.NamedTupleType,
+)
+"""Types encoded as JSON arrays (a union has at most one)."""
 
 
 class NotJSON(ValueError):
@@ -98,41 +108,27 @@ def check_float(value: Any) -> None:
         return
     if isinstance(value, int) and kind is not bool:
         try:
-            float(value)
+            exact = float(value) == value
         except OverflowError:
-            raise NotJSON("is an int too large for a float field") from None
+            exact = False
+        if not exact:
+            raise NotJSON(
+                "is an int a float field cannot hold exactly (it would read back changed)"
+            )
         return
     raise NotJSON(f"is a {kind.__name__} in a float field, which would not read back")
 
 
-def check_typed(value: Any) -> None:
-    """A value of a declared type too deep (or recursive) to inline: its floats, by class."""
-    if isinstance(value, msgspec.Struct):
-        _check_struct(value)
-    elif isinstance(value, float):
-        check_float(value)
-    elif isinstance(value, dict):
-        _each(check_typed, value.items())
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        _each(check_typed, enumerate(value))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            try:
-                check_typed(getattr(value, field.name))
-            except NotJSON as exc:
-                exc.steps.append(f".{field.name}")
-                raise
-
-
 @functools.cache
 def checker(cls: type) -> Check | None:
-    """The check for instances of a Struct class, or None when it has no float or untyped part.
+    """The check for a record class's instances, or None when nothing in them can change.
 
-    Its code is generated from the class's fields, one statement per float or untyped field and
-    one loop per container of them: a payload that passes costs little more than its walk.
+    A record class is a Struct, a dataclass or a NamedTuple. Its check is code generated from
+    the class's fields, one statement per float or untyped field and one loop per container of
+    them: a payload that passes costs little more than its walk.
     """
     info = mi.type_info(cls)
-    if not isinstance(info, mi.StructType) or not _needs(info, set()):
+    if not isinstance(info, _CLASSED) or not _needs(info, set()):
         return None
     return _compile(info, frozenset({cls}), root_fields=True)
 
@@ -149,11 +145,11 @@ def _compile(t: mi.Type, seen: frozenset[type], *, root_fields: bool = False) ->
         lines.append("    pass")
     names: dict[str, Any] = {
         "NotJSON": NotJSON,
+        "UNSET": msgspec.UNSET,
         "isfinite": math.isfinite,
         "check_float": check_float,
         "check_untyped": check_untyped,
-        "check_struct": _check_struct,
-        "check_typed": check_typed,
+        "check_record": _check_record,
         "helpers": helpers,
     }
     exec("\n".join(lines), names)  # code built from field names and types
@@ -175,14 +171,19 @@ def _emit_fields(
     for field in getattr(t, "fields", ()):
         if not _needs(field.type, set()):
             continue
-        name = f"f{depth}"
-        if keyed:
-            lines.append(f"{pad}{name} = {var}.get({field.name!r})")
-            lines.append(f"{pad}if {name} is not None:")
-            _emit(lines, field.type, name, f".{field.name}", depth + 1, seen, helpers)
+        name, key = f"f{depth}", field.name
+        if keyed:  # a missing key reads back missing; a present one must survive
+            lines.append(f"{pad}if {key!r} in {var}:")
+            lines.append(f"{pad}    {name} = {var}[{key!r}]")
+        elif key.isidentifier() and not keyword.iskeyword(key):
+            lines.append(f"{pad}if True:")
+            lines.append(f"{pad}    {name} = {var}.{key}")
         else:
-            lines.append(f"{pad}{name} = {var}.{field.name}")
-            _emit(lines, field.type, name, f".{field.name}", depth, seen, helpers)
+            lines.append(f"{pad}if True:")
+            lines.append(f"{pad}    {name} = getattr({var}, {key!r})")
+        # msgspec.UNSET is left out of the encoding: nothing to check
+        lines.append(f"{pad}    if {name} is not UNSET:")
+        _emit(lines, field.type, name, f".{key}", depth + 2, seen, helpers)
 
 
 def _emit(
@@ -226,8 +227,10 @@ def _body(
     if isinstance(t, _RECORDS):
         cls: type = t.cls
         if cls in seen or len(seen) >= _INLINE_DEPTH:
-            call = "check_struct" if isinstance(t, mi.StructType) else "check_typed"
-            return [f"{pad}{call}({var})"]
+            if isinstance(t, _CLASSED):
+                return [f"{pad}check_record({var})"]
+            helpers.append(_later(t))  # a TypedDict: compiled on first use (it may recur)
+            return [f"{pad}helpers[{len(helpers) - 1}]({var})"]
         body: list[str] = []
         _emit_fields(body, t, var, depth + 1, seen | {cls}, helpers)
         return body
@@ -284,9 +287,13 @@ def _union_check(t: mi.UnionType, seen: frozenset[type]) -> Check:
     array_check = _compile(array, seen) if array is not None else None
     mapping_check = _compile(mapping, seen) if mapping is not None else None
 
+    classes = {k.cls for k in kinds if isinstance(k, (mi.StructType, mi.DataclassType))}
+
     def check_member(value: Any) -> None:
-        if isinstance(value, msgspec.Struct):
-            _check_struct(value)
+        if value is msgspec.UNSET:
+            return
+        if type(value) in classes or isinstance(value, msgspec.Struct):
+            _check_record(value)
         elif isinstance(value, float) and floats:
             check_float(value)
         elif isinstance(value, (list, tuple, set, frozenset)) and array_check is not None:
@@ -295,10 +302,20 @@ def _union_check(t: mi.UnionType, seen: frozenset[type]) -> Check:
             mapping_check(value)
         elif untyped:
             check_untyped(value)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            check_typed(value)
 
     return check_member
+
+
+def _later(t: mi.Type) -> Check:
+    """A check compiled from `t` on its first call (a recursive TypedDict refers to itself)."""
+    built: list[Check] = []
+
+    def check_later(value: Any) -> None:
+        if not built:
+            built.append(_compile(t, frozenset(), root_fields=True))
+        built[0](value)
+
+    return check_later
 
 
 def _unwrap(t: mi.Type) -> mi.Type:
@@ -335,11 +352,12 @@ def _parts(t: mi.Type) -> list[mi.Type]:
     return [item] if isinstance(item, mi.Type) else []
 
 
-def _check_struct(value: msgspec.Struct) -> None:
+def _check_record(value: Any) -> None:
+    """A Struct, dataclass or NamedTuple instance, by its own class's check."""
     cls: type = type(value)
-    struct_check = checker(cls)
-    if struct_check is not None:
-        struct_check(value)
+    record_check = checker(cls)
+    if record_check is not None:
+        record_check(value)
 
 
 def _each(item_check: Check, pairs: Any) -> None:

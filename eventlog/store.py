@@ -574,6 +574,8 @@ class Store:
     def verify(self, stream: str | None = None) -> VerifyReport:
         """Check every stream's hash chain, seqs and decoding; report the first problem of each."""
         self._check_open()
+        if stream is not None:
+            validate_stream_name(stream)
         names = [stream] if stream is not None else [s.stream for s in self.streams()]
         problems: list[Problem] = []
         total = 0

@@ -310,6 +310,7 @@ class BackendContract:
             lambda: store.stream_info(name),
             lambda: store.ancestry(name),
             *([lambda: store.forks(name)] if name is not None else []),  # None: every fork
+            *([lambda: store.verify(name)] if name is not None else []),  # None: every stream
         ):
             with pytest.raises(el.ValidationError):
                 call()

@@ -13,7 +13,7 @@ import datetime
 import math
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 import pytest
@@ -122,6 +122,17 @@ class Point:
     y: float
 
 
+class Tagged(NamedTuple):
+    x: float
+    tag: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Extra:
+    x: float
+    extra: Any = None
+
+
 @el.register_event_type
 class Shapes(el.EventData, frozen=True, tag="tests.json_exact.shapes"):
     """Floats and untyped values in the shapes msgspec supports."""
@@ -131,9 +142,24 @@ class Shapes(el.EventData, frozen=True, tag="tests.json_exact.shapes"):
     either: int | list[Any] = 0
     bounded: Annotated[float, msgspec.Meta(ge=-1e300, description="a described float")] = 0.0
     table: dict[str, list[float]] = msgspec.field(default_factory=dict)
+    pair: Tagged | int = 0
+    record: Extra | int = 0
+    unset: float | msgspec.UnsetType = msgspec.UNSET
+    values: list[float] = msgspec.field(default_factory=list)
 
 
-SHAPES_REFUSED: list[tuple[str, Shapes, str]] = [
+Keyword = msgspec.defstruct(
+    "Keyword",
+    [("class", float, 0.0)],
+    bases=(el.EventData,),
+    frozen=True,
+    kw_only=True,
+    tag="tests.json_exact.keyword",
+)
+el.register_event_type(Keyword)
+
+
+SHAPES_REFUSED: list[tuple[str, el.EventData, str]] = [
     ("recursive struct", Shapes(tree=Node(1.0, (Node(2.0), Node(math.nan)))),
      ".tree.children[1].value is nan"),
     ("dataclass field", Shapes(point=Point(0.5, math.inf)), ".point.y is inf"),
@@ -143,13 +169,20 @@ SHAPES_REFUSED: list[tuple[str, Shapes, str]] = [
     ("str in a float field", Shapes(point=Point("1.5", 2.0)),  # type: ignore[arg-type]
      ".point.x is a str in a float field"),
     ("huge int in a float field", Shapes(bounded=10**400),  # type: ignore[arg-type]
-     ".bounded is an int too large"),
+     ".bounded is an int a float field cannot hold exactly"),
+    ("inexact int in a float field", Shapes(bounded=2**53 + 1),
+     ".bounded is an int a float field cannot hold exactly"),
+    ("named tuple in a union", Shapes(pair=Tagged(1.0, b"raw")), ".pair.tag is a bytes"),
+    ("dataclass in a union", Shapes(record=Extra(1.0, {"t": uuid.UUID(int=3)})),
+     ".record.extra.t is a UUID"),
+    ("keyword field name", Keyword(**{"class": math.nan}), ".class is nan"),
+    ("wrong type", Shapes(values=None), "does not match its declared types"),  # type: ignore[arg-type]
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("data", "where"), [c[1:] for c in SHAPES_REFUSED],
                          ids=[c[0] for c in SHAPES_REFUSED])  # fmt: skip
-def test_every_shape_of_payload_is_checked(tmp_path: Path, data: Shapes, where: str) -> None:
+def test_every_shape_of_payload_is_checked(tmp_path: Path, data: el.EventData, where: str) -> None:
     with el.open(f"jsonl://{tmp_path}/j") as store:
         with pytest.raises(el.ValidationError) as info:
             store.append("s", [data])
@@ -164,6 +197,9 @@ def test_payload_shapes_that_survive_json_are_accepted(tmp_path: Path) -> None:
         either=[1, "x", {"k": [None, 2.5]}],
         bounded=1e300,
         table={"k": [0.0, 1.5]},
+        pair=Tagged(2.5, ["x", 1]),
+        record=Extra(0.5, {"k": None}),
+        values=[1.0, 2**53],
     )
     meta = {"ordered": collections.OrderedDict(a=1), "counts": collections.defaultdict(int, b=2)}
     with el.open(f"jsonl://{tmp_path}/j") as store:
@@ -171,3 +207,10 @@ def test_payload_shapes_that_survive_json_are_accepted(tmp_path: Path) -> None:
     with el.open(f"jsonl://{tmp_path}/j") as store:
         (read,) = store.read("s")
     assert read.data == data and read.meta == {"ordered": {"a": 1}, "counts": {"b": 2}}
+
+
+def test_a_keyword_field_that_survives_is_accepted(tmp_path: Path) -> None:
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        store.append("s", [Keyword(**{"class": 1.5})])
+        (read,) = store.read("s")
+    assert getattr(read.data, "class") == 1.5

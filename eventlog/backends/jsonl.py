@@ -679,7 +679,12 @@ class JSONLBackend(Backend):
                 continue
             st = self._streams[b.stem]
             if cut or b.pos != self._head + 1:
-                why = "taken since" if b.pos <= self._head else "met while a group is staged"
+                if b.pos <= self._head:
+                    why = "taken since"
+                elif cut:
+                    why = "met while a group is staged"
+                else:
+                    why = "after positions left unindexed"
                 reason = f"unindexed append of {b.n} event(s) at positions from {b.pos}, {why}"
                 self._cut(st.path, self._fd(st), st.line_no(b.seq), b.offset, reason)
                 gone.add(b.stem)

@@ -368,14 +368,17 @@ def _keep_inherited_open() -> None:
     frees the parent's reader slots in the shared lock file: the parent's next reads would fail
     with MDB_BAD_RSLOT. The child opens its own environment if it uses the store.
     """
+    global _OPEN_LOCK
+    # Another thread of the parent may have held the lock at the fork: it never lets go here.
+    _OPEN_LOCK = threading.Lock()
     for shared in _OPEN.values():
         _INHERITED.append(shared)
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(shared.env))  # survives interpreter exit
     _OPEN.clear()
 
 
-os.register_at_fork(after_in_child=_keep_inherited_open)
 _OPEN_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_keep_inherited_open)
 
 
 def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:

@@ -333,6 +333,44 @@ def test_a_forked_child_exiting_leaves_the_parents_readers_alone(tmp_path: Path)
     assert out.returncode == 0 and out.stdout == "ok\n", out.stderr[-2000:]
 
 
+_FORK_WHILE_OPENING = """
+import os, signal, sys, threading, time
+import eventlog as el
+from eventlog.backends import lmdb as backend
+
+held = threading.Event()
+
+def hold():  # another thread holds the registry lock at the moment of the fork
+    with backend._OPEN_LOCK:
+        held.set()
+        time.sleep(3)
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(10)  # a deadlock ends the child with SIGALRM
+    with el.open(sys.argv[1]) as store:
+        store.append("child", [el.Checkpoint(label="x")])
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_opens_while_another_thread_held_the_registry(tmp_path: Path) -> None:
+    """A lock held by another thread at fork time is never released in the child: opening an
+    LMDB store there deadlocked (found in review). The child makes its registry lock anew."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_WHILE_OPENING, f"lmdb://{tmp_path}/registry"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 0 and out.stdout == "0\n", (out.stdout, out.stderr[-2000:])
+
+
 def test_one_environment_per_process_and_path(url: str) -> None:
     a = el.open(url)
     b = el.open(url)
