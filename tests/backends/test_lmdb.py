@@ -298,6 +298,14 @@ def test_opening_while_another_process_grows_the_map(tmp_path: Path) -> None:
     assert writer.returncode == 0 and grown > 65536 and opens > 50
 
 
+def _script_prints(script: str, url: str, expected: str) -> None:
+    """Run a Python script in a fresh process on `url`; it must succeed and print `expected`."""
+    out = subprocess.run(
+        [sys.executable, "-c", script, url], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert out.returncode == 0 and out.stdout == expected, (out.stdout, out.stderr[-2000:])
+
+
 _FORK_AND_EXIT = """
 import os, sys
 import eventlog as el
@@ -323,14 +331,7 @@ def test_a_forked_child_exiting_leaves_the_parents_readers_alone(tmp_path: Path)
     """A forked child that exits normally finalized the inherited environment, which freed the
     parent's reader slots: the parent's next reads failed with MDB_BAD_RSLOT (found in review).
     The child now never closes the parent's environments."""
-    out = subprocess.run(
-        [sys.executable, "-c", _FORK_AND_EXIT, f"lmdb://{tmp_path}/forked"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
-    assert out.returncode == 0 and out.stdout == "ok\n", out.stderr[-2000:]
+    _script_prints(_FORK_AND_EXIT, f"lmdb://{tmp_path}/forked", "ok\n")
 
 
 _FORK_WHILE_OPENING = """
@@ -361,14 +362,7 @@ print(os.waitstatus_to_exitcode(status))
 def test_a_forked_child_opens_while_another_thread_held_the_registry(tmp_path: Path) -> None:
     """A lock held by another thread at fork time is never released in the child: opening an
     LMDB store there deadlocked (found in review). The child makes its registry lock anew."""
-    out = subprocess.run(
-        [sys.executable, "-c", _FORK_WHILE_OPENING, f"lmdb://{tmp_path}/registry"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
-    assert out.returncode == 0 and out.stdout == "0\n", (out.stdout, out.stderr[-2000:])
+    _script_prints(_FORK_WHILE_OPENING, f"lmdb://{tmp_path}/registry", "0\n")  # the child's exit
 
 
 def test_one_environment_per_process_and_path(url: str) -> None:
