@@ -242,18 +242,8 @@ class Codec:
         kind = self._kinds.get(type(data))
         if kind is None:
             kind = self._kind(data, index)
-        json_check = kind[2]
-        if json_check is not None:  # JSON format: floats and untyped values must survive it
-            try:
-                json_check(data)
-            except NotJSON as exc:
-                raise ValidationError(exc.at(""), field="data", index=index) from None
-            except (TypeError, AttributeError, IndexError, KeyError) as exc:
-                # A field holding what its type does not allow (Structs do not check on
-                # construction): it would not decode either.
-                raise ValidationError(
-                    f"does not match its declared types ({exc})", field="data", index=index
-                ) from None
+        if kind[2] is not None:  # JSON format: floats and untyped values must survive it
+            _check_json(data, "data", kind[2], index)
         event_id = event.id
         if type(event_id) is not str or len(event_id) != 36 or not _uuid_match(event_id):
             raise ValidationError(
@@ -491,6 +481,12 @@ def _check_json(value: object, field: str, check: Check, index: int) -> None:
         check(value)
     except NotJSON as exc:
         raise ValidationError(exc.at(""), field=field, index=index) from None
+    except (TypeError, AttributeError, IndexError, KeyError) as exc:
+        # A field holding what its type does not allow (Structs do not check on construction):
+        # it would not decode either.
+        raise ValidationError(
+            f"does not match its declared types ({exc})", field=field, index=index
+        ) from None
 
 
 def _check_link(value: object, name: str, index: int) -> None:

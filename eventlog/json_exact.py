@@ -54,14 +54,6 @@ class NotJSON(ValueError):
         return f"{where} {self.what}" if where else self.what
 
 
-def check(value: Any, root: str, value_check: Check) -> None:
-    """Run a check; raise ValueError naming the path from `root` of what JSON would change."""
-    try:
-        value_check(value)
-    except NotJSON as exc:
-        raise ValueError(exc.at(root)) from None
-
-
 def check_untyped(value: Any) -> None:
     """A value of no declared type: str, int, bool, None, finite float, lists, str-keyed dicts."""
     kind = type(value)
@@ -171,19 +163,18 @@ def _emit_fields(
     for field in getattr(t, "fields", ()):
         if not _needs(field.type, set()):
             continue
-        name, key = f"f{depth}", field.name
+        name, key, at, inner = f"f{depth}", field.name, pad, depth + 1
         if keyed:  # a missing key reads back missing; a present one must survive
             lines.append(f"{pad}if {key!r} in {var}:")
-            lines.append(f"{pad}    {name} = {var}[{key!r}]")
+            at, inner = pad + "    ", depth + 2
+            lines.append(f"{at}{name} = {var}[{key!r}]")
         elif key.isidentifier() and not keyword.iskeyword(key):
-            lines.append(f"{pad}if True:")
-            lines.append(f"{pad}    {name} = {var}.{key}")
+            lines.append(f"{at}{name} = {var}.{key}")
         else:
-            lines.append(f"{pad}if True:")
-            lines.append(f"{pad}    {name} = getattr({var}, {key!r})")
+            lines.append(f"{at}{name} = getattr({var}, {key!r})")
         # msgspec.UNSET is left out of the encoding: nothing to check
-        lines.append(f"{pad}    if {name} is not UNSET:")
-        _emit(lines, field.type, name, f".{key}", depth + 2, seen, helpers)
+        lines.append(f"{at}if {name} is not UNSET:")
+        _emit(lines, field.type, name, f".{key}", inner, seen, helpers)
 
 
 def _emit(
@@ -358,12 +349,3 @@ def _check_record(value: Any) -> None:
     record_check = checker(cls)
     if record_check is not None:
         record_check(value)
-
-
-def _each(item_check: Check, pairs: Any) -> None:
-    for key, item in pairs:
-        try:
-            item_check(item)
-        except NotJSON as exc:
-            exc.steps.append(f".{key}" if isinstance(key, str) else f"[{key}]")
-            raise

@@ -283,6 +283,8 @@ class _Shared:
     def __init__(self, path: str, map_size: int, max_readers: int) -> None:
         self.path = path
         self.refs = 0
+        self.inherited = False
+        """Opened by the parent of this forked process: never closed here."""
         self.gate = _Gate()
         self.write_lock = threading.Lock()
         """One write transaction per environment and process at a time (LMDB's rule; py-lmdb
@@ -328,10 +330,24 @@ class _Shared:
                             )
                         txn.put(b"layout", str(LAYOUT_VERSION).encode(), db=meta)
                 return stored
-            except lmdb.MapResizedError:
-                self.env.set_mapsize(0)  # no transaction of this process is open yet
+            except lmdb.MapResizedError:  # no transaction of this process is open yet
+                _resize(self.env, None)
             except lmdb.MapFullError:
-                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+                _resize(self.env, self.env.info()["map_size"])
+
+
+def _resize(env: lmdb.Environment, seen: int | None) -> None:
+    """Adopt the size another process grew the map to (`seen` None), or double a full map.
+
+    Call it with no transaction of this process open. A map already larger than `seen` was
+    grown by another thread meanwhile.
+    """
+    if seen is None:
+        env.set_mapsize(0)
+        return
+    current = env.info()["map_size"]
+    if current == seen:
+        env.set_mapsize(current * 2)
 
 
 def _open_env(path: str, map_size: int, max_readers: int) -> lmdb.Environment:
@@ -357,8 +373,6 @@ def _open_env(path: str, map_size: int, max_readers: int) -> lmdb.Environment:
 
 _OPEN_ATTEMPTS = 20
 _OPEN: dict[tuple[int, str], _Shared] = {}
-_INHERITED: list[_Shared] = []
-"""In a forked child: the parent's environments, kept from ever being closed here."""
 
 
 def _keep_inherited_open() -> None:
@@ -372,7 +386,7 @@ def _keep_inherited_open() -> None:
     # Another thread of the parent may have held the lock at the fork: it never lets go here.
     _OPEN_LOCK = threading.Lock()
     for shared in _OPEN.values():
-        _INHERITED.append(shared)
+        shared.inherited = True
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(shared.env))  # survives interpreter exit
     _OPEN.clear()
 
@@ -400,7 +414,7 @@ def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
 
 
 def _release(shared: _Shared) -> None:
-    if any(shared is inherited for inherited in _INHERITED):
+    if shared.inherited:
         return  # the parent's environment, in a forked child: never closed here
     with _OPEN_LOCK:
         shared.refs -= 1
@@ -480,15 +494,7 @@ class LMDBBackend(Backend):
                 raise _translate(exc, self.location) from exc
             finally:
                 self._gate.leave()
-            self._gate.alone(functools.partial(self._grow, grow_from))
-
-    def _grow(self, seen: int | None) -> None:
-        if seen is None:  # another process grew the map: adopt its size
-            self._env.set_mapsize(0)
-            return
-        current = self._env.info()["map_size"]
-        if current == seen:  # another thread may have grown it already
-            self._env.set_mapsize(current * 2)
+            self._gate.alone(functools.partial(_resize, self._env, grow_from))
 
     def stats(self) -> dict[str, int]:
         """Group-commit counters of this environment: commits and the appends they held."""

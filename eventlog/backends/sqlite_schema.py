@@ -202,14 +202,22 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
 
 def _damaged(exc: sqlite3.Error) -> bool:
     """Whether an error says the file is damaged or not the schema it claims (not the disk)."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_ERROR)
+    return _primary_code(exc) in (
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_ERROR,
+    )
 
 
 def _busy(exc: sqlite3.Error) -> bool:
     """Whether SQLite gave up waiting for another connection's lock (not a damaged file)."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return _primary_code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _primary_code(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code of an error (its extended code's low byte)."""
+    code: int = getattr(exc, "sqlite_errorcode", 0)
+    return code & 0xFF
 
 
 def _create(path: Path, *, search: bool, target: int = SCHEMA_VERSION) -> None:
