@@ -192,6 +192,20 @@ class Encoded(msgspec.Struct, frozen=True, gc=False):
     data: EventData
 
 
+class _Kind(NamedTuple):
+    """What encoding one registered payload class needs, cached per class."""
+
+    tag: str
+    version: int
+    json_check: Check | None
+    """The class's `json_exact` check in a JSON-format store, if it has floats or untyped
+    fields."""
+    decode: Callable[[bytes], Any]
+    """The class's typed decoder: every payload is decoded once on append, so one whose fields
+    hold what their types do not allow (Structs do not check on construction) is refused then
+    rather than acknowledged and found unreadable later."""
+
+
 class Codec:
     """Encodes events for one store format, and decodes records back to events."""
 
@@ -214,8 +228,8 @@ class Codec:
             self._untyped = msgspec.json.Decoder().decode
         self._decoders: dict[str, tuple[int, Callable[[bytes], Any]]] = {}
         """tag -> (current schema version, typed decoder), filled on first use."""
-        self._kinds: dict[type, tuple[str, int, Check | None]] = {}
-        """payload class -> (tag, schema version), for classes found registered."""
+        self._kinds: dict[type, _Kind] = {}
+        """payload class -> what encoding it needs, for classes found registered."""
         self._meta_decoder = (
             msgspec.msgpack.Decoder(dict[str, Any])
             if fmt == "msgpack"
@@ -242,8 +256,8 @@ class Codec:
         kind = self._kinds.get(type(data))
         if kind is None:
             kind = self._kind(data, index)
-        if kind[2] is not None:  # JSON format: floats and untyped values must survive it
-            _check_json(data, "data", kind[2], index)
+        if kind.json_check is not None:  # JSON format: floats and untyped values must survive it
+            _check_json(data, "data", kind.json_check, index)
         event_id = event.id
         if type(event_id) is not str or len(event_id) != 36 or not _uuid_match(event_id):
             raise ValidationError(
@@ -267,14 +281,18 @@ class Codec:
                 field="data",
                 index=index,
             )
-        return Encoded(event_id, kind[0], kind[1], plain, meta, causation, correlation, data)
+        try:
+            kind.decode(plain)
+        except msgspec.MsgspecError as exc:
+            raise ValidationError(
+                f"does not match its declared types, so it could not be read back: {exc}",
+                field="data",
+                index=index,
+            ) from None
+        return Encoded(event_id, kind.tag, kind.version, plain, meta, causation, correlation, data)
 
-    def _kind(self, data: object, index: int) -> tuple[str, int, Check | None]:
-        """(tag, schema version, JSON check) of a payload class, checking it is registered.
-
-        The third is the class's `json_exact` check in a JSON-format store, if it has floats or
-        untyped fields (None otherwise). Cached per class.
-        """
+    def _kind(self, data: object, index: int) -> _Kind:
+        """How to encode a payload class (tag, version, checks), checking it is registered."""
         if not isinstance(data, EventData):
             raise ValidationError(
                 f"must be an EventData, got {type(data).__name__}", field="data", index=index
@@ -288,7 +306,9 @@ class Codec:
                 field="data",
                 index=index,
             )
-        kind = (tag, cls.__schema_version__, json_checker(cls) if self.format == "json" else None)
+        version, decode = self._decoders.get(tag) or self._decoder_for(tag, cls)
+        json_check = json_checker(cls) if self.format == "json" else None
+        kind = _Kind(tag, version, json_check, decode)
         self._kinds[cls] = kind
         return kind
 
@@ -340,13 +360,17 @@ class Codec:
                 seq=rec.seq,
                 location=location or None,
             )
+        return self._decoder_for(rec.type, cls)
+
+    def _decoder_for(self, tag: str, cls: type[EventData]) -> tuple[int, Callable[[bytes], Any]]:
+        """(current schema version, typed decoder) of a registered class, cached by tag."""
         dec = (
             msgspec.msgpack.Decoder(cls).decode
             if self.format == "msgpack"
             else msgspec.json.Decoder(cls).decode
         )
         entry = (cls.__schema_version__, dec)
-        self._decoders[rec.type] = entry
+        self._decoders[tag] = entry
         return entry
 
     def decode_data(self, rec: Record, location: str = "") -> EventData:

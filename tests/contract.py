@@ -18,8 +18,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,6 +46,13 @@ class Rated(el.EventData, frozen=True, tag="test.rated"):
 
     score: int
     note: str = ""
+
+
+@el.register_event_type
+class Bounded(el.EventData, frozen=True, tag="tests.bounded"):
+    """A user-defined event kind with a constraint its decoder enforces."""
+
+    score: Annotated[int, msgspec.Meta(ge=0)]
 
 
 @el.register_event_type
@@ -260,6 +268,14 @@ class BackendContract:
             pytest.param(
                 lambda: el.Event(data=el.Custom(kind="k", data=object())), id="unencodable"
             ),
+            # Structs do not check types on construction: these encode, but would not decode.
+            pytest.param(lambda: el.SystemInstructionSet(text=123), id="wrong-type"),  # type: ignore[arg-type]
+            pytest.param(
+                lambda: el.ModelInput(sections=(el.Section(text=None),)),  # type: ignore[arg-type]
+                id="wrong-type-nested",
+            ),
+            pytest.param(lambda: Rated(score="5"), id="wrong-type-user-class"),  # type: ignore[arg-type]
+            pytest.param(lambda: Bounded(score=-1), id="constraint"),
         ],
     )
     def test_invalid_event_in_batch_writes_nothing(
@@ -272,6 +288,13 @@ class BackendContract:
         assert "event #2" in str(err.value)
         assert texts_of(store.read("s")) == ["m0"]
         assert store.head_position() == 1
+
+    def test_wrongly_typed_payload_error_says_where(self, store: el.Store) -> None:
+        with pytest.raises(el.ValidationError, match=r"declared types.*\$\.sections\[0\]\.text"):
+            store.append("s", [el.ModelInput(sections=(el.Section(text=7),))])  # type: ignore[arg-type]
+        assert not store.exists("s")
+        store.append("s", [Bounded(score=0)])
+        assert [e.data for e in store.read("s")] == [Bounded(score=0)]
 
     def test_duplicate_id_in_one_batch_is_rejected(self, store: el.Store) -> None:
         ev = el.Event(data=el.Checkpoint(label="x"))
