@@ -11,7 +11,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Literal
 
@@ -242,6 +242,30 @@ class Store:
                 for r, e, p in zip(records, encoded, positions, strict=True)
             ]
         raise ConcurrencyError(stream, expected, self._tail(stream, fresh=True)[0])
+
+    def _append_records(self, stream: str, records: list[Record]) -> None:
+        """Append records made elsewhere (a copy from another store: `eventlog.copy`).
+
+        They carry their own seqs, times and hashes; the caller has chained them to the
+        stream's tail. A conflict means another writer got there first: ConcurrencyError.
+        """
+        self._check_open()
+        locks = self._stream_locks
+        locks.acquire(stream)
+        try:
+            try:
+                self._backend.append(records, self.durability)
+            except Conflict:
+                self._tails.pop(stream, None)
+                actual = self._tail(stream, fresh=True)[0]
+                raise ConcurrencyError(stream, records[0].seq - 1, actual) from None
+            last = records[-1]
+            self._tails[stream] = (last.seq, last.hash)
+            with self._commits:
+                self._commit_count += 1
+                self._commits.notify_all()
+        finally:
+            locks.release(stream)
 
     def _records(
         self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes
@@ -571,8 +595,14 @@ class Store:
 
     # -- verify ----------------------------------------------------------------------------
 
-    def verify(self, stream: str | None = None) -> VerifyReport:
-        """Check every stream's hash chain, seqs and decoding; report the first problem of each."""
+    def verify(
+        self, stream: str | None = None, *, progress: Callable[[int], None] | None = None
+    ) -> VerifyReport:
+        """Check every stream's hash chain, seqs and decoding; report the first problem of each.
+
+        `progress`, if given, is called with the number of events checked so far after each
+        page (for a progress bar over a large store).
+        """
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
@@ -580,13 +610,15 @@ class Store:
         problems: list[Problem] = []
         total = 0
         for name in names:
-            count, problem = self._verify_stream(name)
+            count, problem = self._verify_stream(name, total, progress)
             total += count
             if problem is not None:
                 problems.append(problem)
         return VerifyReport(len(names), total, problems)
 
-    def _verify_stream(self, stream: str) -> tuple[int, Problem | None]:
+    def _verify_stream(
+        self, stream: str, done: int = 0, progress: Callable[[int], None] | None = None
+    ) -> tuple[int, Problem | None]:
         fork = self._backend.get_fork(stream)
         prev_seq, prev_hash = 0, GENESIS
         if fork is not None:
@@ -634,6 +666,8 @@ class Store:
                         "hash mismatch: this event (or its stored hash) was altered",
                     )
                 prev_seq, prev_hash = rec.seq, rec.hash
+            if progress is not None:
+                progress(done + count)
             if len(page) < PAGE:
                 return count, None
 

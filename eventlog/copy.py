@@ -1,0 +1,220 @@
+"""Copy every event of one store into a new, empty store: across backends, formats and settings.
+
+What it is for: moving conversations to another backend (SQLite to LMDB, anything to JSONL for
+an auditor), or changing what is fixed when a store is created (SQLite's full-text index,
+compression of old events). Ids, streams, seqs, times, meta, links and forks are kept, and the
+events keep their order by position. Projection snapshots are not copied (they are rebuilt on
+demand), nor compression dictionaries (the target packs payloads with its own settings).
+
+Hashes. Between stores of one payload format (MessagePack: SQLite, LMDB, memory; JSON: JSONL) the
+payload bytes are copied as they are, so every hash is the same as the source's, and the copy
+checks that it is. Between formats each payload is decoded (upcast to its current schema version
+if it is older) and encoded in the target's format; the hash covers the stored bytes, so the
+copy has a hash chain of its own.
+
+Nothing is written unless all of it can be: the source is verified first, a copy between formats
+encodes every event once before writing any (a value JSON cannot hold is a `ValidationError`
+naming the event), and the target must be empty. Events appended to the source while it is
+copied are left out: the copy holds the store as it was when it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+import msgspec
+
+from eventlog.backends.base import Record
+from eventlog.codec import Encoded, chain_hash
+from eventlog.errors import CorruptionError, UsageError, ValidationError
+from eventlog.events import Event
+from eventlog.store import PAGE, Store
+from eventlog.text import event_text
+
+Phase = Literal["verify", "check", "copy"]
+Progress = Callable[[Phase, int, int], None]
+"""Called as (phase, events done, events in all) after each page."""
+
+RUN = 1000
+"""At most this many consecutive events of one stream go into one append of the target."""
+
+
+class CopyReport(msgspec.Struct, frozen=True):
+    """What `copy_store` copied."""
+
+    streams: int
+    forks: int
+    events: int
+    same_hashes: bool
+    """True when source and target share a payload format: every hash is the source's."""
+    upcast: int
+    """Events stored at a newer schema version than the source's (copies between formats)."""
+
+
+def copy_store(source: Store, target: Store, *, progress: Progress | None = None) -> CopyReport:
+    """Copy every event and fork of `source` into the empty store `target`; see the module."""
+    if source is target or source.backend is target.backend:
+        raise UsageError(f"cannot copy {source.location} into itself")
+    # Another handle on the source's own files is not empty (unless the source is): refused.
+    if target.head_position() or target.forks():
+        raise UsageError(
+            f"the target {target.location} is not empty: copy into a new store "
+            "(events would otherwise mix with what is there)"
+        )
+    forks = sorted(source.forks(), key=lambda f: (f.ts, f.stream))
+    head = source.head_position()  # after listing forks: every fork's prefix is below it
+    total = _verify(source, head, progress)
+    same = source.codec.format == target.codec.format
+    if not same:
+        checked = 0
+        for page in _pages(source, head):
+            for rec in page:
+                _convert(source, target, rec)
+            checked += len(page)
+            if progress is not None:
+                progress("check", checked, total)
+    for fork in forks:
+        target.backend.create_fork(fork)
+    copied, upcast, streams = _copy_events(source, target, head, same, total, progress)
+    if copied != total:
+        raise CorruptionError(
+            f"read {copied} events to copy, but verified {total}: the source changed under "
+            "the copy",
+            location=source.location,
+        )
+    return CopyReport(len(streams | {f.stream for f in forks}), len(forks), copied, same, upcast)
+
+
+def _verify(source: Store, head: int, progress: Progress | None) -> int:
+    """Verify the whole source; return its number of events, or raise CorruptionError.
+
+    Its progress counts towards `head` (positions are dense, so about the number of events).
+    """
+    tick = None if progress is None else (lambda done: progress("verify", done, head))
+    report = source.verify(progress=tick)
+    if not report.ok:
+        first = report.problems[0]
+        raise CorruptionError(
+            f"the source does not verify ({len(report.problems)} stream(s) with problems, "
+            f"first: {first.message}); nothing was copied",
+            stream=first.stream,
+            seq=first.seq,
+            location=source.location,
+        )
+    return report.events
+
+
+def _copy_events(
+    source: Store, target: Store, head: int, same: bool, total: int, progress: Progress | None
+) -> tuple[int, int, set[str]]:
+    """Append the source's records up to `head` to the target, in runs of one stream.
+
+    Returns (events copied, events upcast, streams written).
+    """
+    copied = upcast = 0
+    tails: dict[str, bytes] = {}
+    for page in _pages(source, head):
+        start = 0
+        while start < len(page):
+            stream = page[start].stream
+            end = start + 1
+            while end < len(page) and end - start < RUN and page[end].stream == stream:
+                end += 1
+            prev = tails.get(stream)
+            if prev is None:  # the stream's tail in the target: genesis, or a fork's parent
+                prev = target._tail(stream, fresh=True)[1]
+            records: list[Record] = []
+            for rec in page[start:end]:
+                new, prev, older = _record(source, target, rec, prev, same)
+                records.append(new)
+                upcast += older
+            target._append_records(stream, records)
+            tails[stream] = prev
+            start = end
+        copied += len(page)
+        if progress is not None:
+            progress("copy", copied, total)
+    return copied, upcast, set(tails)
+
+
+def _pages(source: Store, head: int) -> Iterator[list[Record]]:
+    """The source's own records in position order, up to `head`."""
+    after = 0
+    while after < head:
+        page = [r for r in source.backend.read_all(after, PAGE) if r.position <= head]
+        if not page:
+            return
+        yield page
+        after = page[-1].position
+
+
+def _convert(source: Store, target: Store, rec: Record) -> Encoded:
+    """A source record decoded (upcast if older) and encoded in the target's format."""
+    location = source.location
+    event = Event(
+        id=rec.id,
+        data=source.codec.decode_data(rec, location),
+        meta=source.codec.decode_meta(rec, location),
+        causation_id=rec.causation_id,
+        correlation_id=rec.correlation_id,
+    )
+    try:
+        return target.codec.encode_event(event)
+    except ValidationError as exc:
+        raise ValidationError(
+            f"{rec.stream!r} seq {rec.seq} ({rec.id}) cannot be stored in {target.location}: "
+            f"{exc}; nothing was copied",
+            field=exc.field,
+        ) from None
+
+
+def _record(
+    source: Store, target: Store, rec: Record, prev: bytes, same: bool
+) -> tuple[Record, bytes, bool]:
+    """(the target's record of `rec`, its hash, whether it was upcast)."""
+    if same:
+        plain = source.codec.unpack(rec, source.location)
+        type_, version, meta = rec.type, rec.version, rec.meta
+        data = source.codec.decode_data(rec) if target.backend.wants_text else None
+    else:
+        enc = _convert(source, target, rec)
+        plain, type_, version, meta, data = enc.plain, enc.type, enc.version, enc.meta, enc.data
+    digest = chain_hash(
+        prev,
+        rec.stream,
+        rec.seq,
+        rec.id,
+        rec.ts,
+        type_,
+        version,
+        rec.causation_id,
+        rec.correlation_id,
+        meta,
+        plain,
+    )
+    if same and digest != rec.hash:
+        raise CorruptionError(
+            "hash differs from the source's after the copy: the source changed under it",
+            stream=rec.stream,
+            seq=rec.seq,
+            location=source.location,
+        )
+    stored, codec_id = target.codec.pack(plain)
+    new = Record(
+        rec.id,
+        rec.stream,
+        rec.seq,
+        rec.ts,
+        type_,
+        version,
+        stored,
+        meta,
+        rec.causation_id,
+        rec.correlation_id,
+        digest,
+        codec_id,
+        0,
+        event_text(data) if data is not None and target.backend.wants_text else "",
+    )
+    return new, digest, version != rec.version
