@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import msgspec
@@ -222,6 +223,10 @@ class Backend(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files, connections and locks."""
+
+    def disk_paths(self) -> list[Path]:
+        """The files and directories holding the store's data, for size reports (none in memory)."""
+        return []
 
     # -- store-level blobs and snapshots (shared by every backend) ---------------------------
 

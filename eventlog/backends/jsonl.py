@@ -1257,6 +1257,10 @@ class JSONLBackend(Backend):
                 if fd >= 0:
                     os.close(fd)
 
+    def disk_paths(self) -> list[Path]:
+        """The store's directory."""
+        return [self.root]
+
     def stats(self) -> dict[str, int]:
         """Group-commit counters: commits and the appends they held."""
         return {"commits": self._appends.commits, "jobs": self._appends.jobs}

@@ -33,6 +33,7 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import lmdb
@@ -495,6 +496,10 @@ class LMDBBackend(Backend):
             finally:
                 self._gate.leave()
             self._gate.alone(functools.partial(_resize, self._env, grow_from))
+
+    def disk_paths(self) -> list[Path]:
+        """The environment's directory."""
+        return [Path(self.location)]
 
     def stats(self) -> dict[str, int]:
         """Group-commit counters of this environment: commits and the appends they held."""

@@ -477,6 +477,10 @@ class SQLiteBackend(Backend):
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def disk_paths(self) -> list[Path]:
+        """The database file and its write-ahead log."""
+        return [self.path, self.path.with_name(self.path.name + "-wal")]
+
     def stats(self) -> dict[str, int]:
         """Writer counters: commits and jobs (appends share commits under group commit)."""
         return self._writer.stats()

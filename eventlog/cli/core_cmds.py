@@ -1,8 +1,9 @@
-"""Core commands: demo, streams, verify, search, append."""
+"""Core commands: demo, streams, verify, stats, search, append."""
 
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -14,6 +15,7 @@ from eventlog.cli.app import cli, console, emit_json, open_store, store_url
 from eventlog.demo import record_demo
 from eventlog.errors import ValidationError
 from eventlog.events import Event, EventData, RecordedEvent, event_type
+from eventlog.stats import store_stats
 from eventlog.store import ANY, NO_STREAM, ExpectedSeq
 from eventlog.text import event_text
 
@@ -93,6 +95,56 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool) -> None:
         console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
     if not report.ok:
         ctx.exit(1)
+
+
+@cli.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def stats_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Count streams, forks and events (by kind), stored bytes, compression and size on disk."""
+    stats = store_stats(open_store(ctx))
+    if as_json:
+        emit_json(msgspec.to_builtins(stats))
+        return
+    console.print(f"{stats.location} ({stats.format} payloads)", highlight=False)
+    console.print(
+        f"{stats.events:,} events in {stats.streams:,} streams ({stats.forks:,} forks), "
+        f"head position {stats.head_position:,}"
+    )
+    if stats.first_ts is not None and stats.last_ts is not None:
+        console.print(f"recorded from {_when(stats.first_ts)} to {_when(stats.last_ts)}")
+    if stats.longest_stream is not None:
+        console.print(
+            f"longest stream: {stats.longest_stream} ({stats.longest_events:,} own events)",
+            highlight=False,
+        )
+    per_event = stats.stored_bytes / stats.events if stats.events else 0
+    console.print(
+        f"payloads: {_bytes(stats.stored_bytes)} stored ({per_event:,.0f} B per event), "
+        f"{stats.compressed:,} compressed"
+    )
+    if stats.disk_bytes is not None:
+        console.print(f"on disk: {_bytes(stats.disk_bytes)}")
+    if stats.kinds:
+        table = Table()
+        for column in ("type", "events", "stored"):
+            table.add_column(column, justify="left" if column == "type" else "right")
+        for kind in stats.kinds:
+            table.add_row(kind.type, f"{kind.events:,}", _bytes(kind.stored_bytes))
+        console.print(table)
+
+
+def _when(ts: int) -> str:
+    return datetime.fromtimestamp(ts / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 @cli.command("search")
