@@ -401,6 +401,16 @@ class Codec:
                 seq=rec.seq,
                 location=location or None,
             ) from exc
+        except TypeError:
+            if isinstance(plain, (bytes, bytearray, memoryview)):
+                raise  # not the stored value's fault (an upcaster's, say)
+            # A file edited by another tool can hold text or a number where bytes belong.
+            raise CorruptionError(
+                f"payload of type {rec.type!r} is stored as {type(plain).__name__}, not bytes",
+                stream=rec.stream,
+                seq=rec.seq,
+                location=location or None,
+            ) from None
 
     def _upcast(self, rec: Record, cls: type[EventData], plain: bytes, current: int) -> EventData:
         value = self._untyped(plain)
@@ -471,13 +481,13 @@ class Codec:
                 row_stream = stream
             try:
                 e = decode_envelope(env)
-            except msgspec.MsgspecError as exc:
+            except (msgspec.MsgspecError, TypeError) as exc:  # TypeError: stored as non-bytes
                 raise damaged(exc, position, row_stream, location) from exc
             entry = decoders.get(e.type)
             if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
                 try:
                     value = entry[1](data)
-                except msgspec.MsgspecError:
+                except (msgspec.MsgspecError, TypeError):
                     pass  # to_event below raises the CorruptionError that says where
                 else:
                     append(

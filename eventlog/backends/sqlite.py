@@ -114,6 +114,12 @@ ERROR_RULES: tuple[tuple[str, str, bool, Build], ...] = (
         lambda m, loc, q: BackendUnavailableError(f"{loc}: locked by another connection ({m})"),
     ),
     ("SQLITE_CORRUPT", "", False, lambda m, loc, q: CorruptionError(m, location=loc)),
+    (  # a value edited into a column as text that is not UTF-8 (Python's driver says so)
+        "",
+        "Could not decode to UTF-8",
+        False,
+        lambda m, loc, q: CorruptionError(f"a stored value is damaged: {m}", location=loc),
+    ),
     ("SQLITE_NOTADB", "", False, lambda m, loc, q: CorruptionError(m, location=loc)),
     (
         "SQLITE_FULL",
@@ -334,11 +340,11 @@ class SQLiteBackend(Backend):
         """Records of packed rows; a damaged envelope is a CorruptionError saying where."""
         try:
             return list(starmap(unpack_record, rows))
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, TypeError):  # TypeError: an envelope stored as non-bytes
             for position, stream, env, _ in rows:
                 try:
                     decode_envelope(env)
-                except msgspec.MsgspecError as exc:
+                except (msgspec.MsgspecError, TypeError) as exc:
                     raise damaged(exc, position, stream, self.location) from exc
             raise
 

@@ -334,6 +334,35 @@ def test_damaged_envelope_is_a_corruption_error_naming_the_file(tmp_path: Path) 
         assert [e.seq for e in store.read("s", 1, 1)] == [1]
 
 
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        ("SET data = 'text' WHERE seq = 2", "stored as str, not bytes"),
+        ("SET data = 42 WHERE seq = 2", "stored as int, not bytes"),
+        ("SET env = 'text' WHERE seq = 2", "envelope at position 2 does not decode"),
+        ("SET data = CAST(data || x'ff' AS TEXT) WHERE seq = 2", "not.*UTF-8"),
+    ],
+    ids=["text-payload", "int-payload", "text-envelope", "invalid-utf8-text"],
+)
+def test_values_of_the_wrong_sql_type_are_corruption(
+    tmp_path: Path, update: str, message: str
+) -> None:
+    """A file edited by another tool can hold text or numbers where eventlog keeps bytes."""
+    path = tmp_path / "typed.db"
+    with el.open(url_for(path)) as store:
+        store.append("s", text_events(3))
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(f"UPDATE events {update}")
+    with el.open(url_for(path)) as store:
+        with pytest.raises(el.CorruptionError, match=message) as err:
+            list(store.read("s"))
+        assert "typed.db" in str(err.value)
+        with pytest.raises(el.CorruptionError, match=message):
+            list(store.read_all())
+        (problem,) = store.verify().problems
+        assert problem.stream == "s" and re.search(message, problem.message)
+
+
 # -- opening bad files: clear errors, nothing modified ------------------------------------------
 
 

@@ -105,6 +105,14 @@ CASES = [
     ),
     (
         sqlite3.OperationalError,
+        "",
+        "Could not decode to UTF-8 column 'data' with text 'x'",
+        None,
+        el.CorruptionError,
+        "a stored value is damaged",
+    ),
+    (
+        sqlite3.OperationalError,
         "SQLITE_FULL",
         "database or disk is full",
         None,
