@@ -96,3 +96,26 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     out = run("streams", store="ftp://nowhere")
     assert out.returncode == 1
     assert "UsageError" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_names_and_text_with_brackets_are_printed_as_they_are(tmp_path: Path) -> None:
+    """Stream names, event text and search snippets are text, not rich markup."""
+    url = f"sqlite:///{tmp_path}/m.db?search=on"
+    with el.open(url) as store:
+        store.append("[/tool]", [el.ModelInput.from_text("the [bold] build fails")])
+        store.fork("[/tool]", "[red]fork", at_seq=1)
+    for args, expected in [
+        (("streams",), ["[/tool]", "[red]fork", "[/tool]@1"]),
+        (("log", "[/tool]"), ["the [bold] build fails"]),
+        (("search", "build"), ["[/tool]@1", "[build]"]),
+        (("stats",), ["longest stream: [/tool]"]),
+        (("window", "[red]fork", "--budget", "1000"), ["[red]fork window at seq 1"]),
+    ]:
+        done = run(*args, store=url)
+        assert done.returncode == 0, (args, done.stderr)
+        for text in expected:
+            assert text in done.stdout, (args, done.stdout)
+    failed = run("fork", "[/missing]", "x", store=url)
+    assert failed.returncode == 1
+    assert "Traceback" not in failed.stderr
+    assert "[/missing]" in failed.stderr

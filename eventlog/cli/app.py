@@ -9,6 +9,7 @@ from typing import Any
 import click
 import orjson
 from rich.console import Console
+from rich.markup import escape
 
 import eventlog
 from eventlog.errors import EventlogError
@@ -49,7 +50,9 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except EventlogError as exc:
-            err_console.print(f"[red]error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+            err_console.print(
+                f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", highlight=False
+            )
             ctx.exit(1)
 
 

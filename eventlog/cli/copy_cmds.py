@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 import msgspec
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -63,9 +64,11 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
     else:
         hashes = "the source's" if report.same_hashes else "a new chain (other payload format)"
         console.print(
-            f"copied {report.events} events in {report.streams} streams ({report.forks} forks) "
-            f"to {dest.location}; hashes: {hashes}"
-            + (f"; {report.upcast} upcast to their current schema" if report.upcast else ""),
+            escape(
+                f"copied {report.events} events in {report.streams} streams ({report.forks} forks) "
+                f"to {dest.location}; hashes: {hashes}"
+                + (f"; {report.upcast} upcast to their current schema" if report.upcast else "")
+            ),
             highlight=False,
         )
         status = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"

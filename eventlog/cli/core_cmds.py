@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 import msgspec
+from rich.markup import escape
 from rich.table import Table
 
 from eventlog.backends.base import StreamInfo
@@ -41,15 +42,17 @@ def demo_cmd(ctx: click.Context) -> None:
     """Record a scripted agent conversation (and a fork of it), print it and verify the store."""
     store = open_store(ctx)
     stream = record_demo(store)
-    table = Table(title=f"{stream} in {store_url(ctx)}")
+    table = Table(title=escape(f"{stream} in {store_url(ctx)}"))
     for column in ("seq", "pos", "type", "text"):
         table.add_column(column)
     for event in store.read(stream):
-        table.add_row(str(event.seq), str(event.position), event.type, _preview(event))
+        table.add_row(
+            str(event.seq), str(event.position), escape(event.type), escape(_preview(event))
+        )
     console.print(table)
     retry = f"{stream}-retry"
     ancestry = " -> ".join(f"{name}@{seq}" for name, seq in store.ancestry(retry))
-    console.print(f"fork {retry}: {ancestry} -> {store.stream_info(retry).last_seq} events")
+    console.print(escape(f"fork {retry}: {ancestry} -> {store.stream_info(retry).last_seq} events"))
     report = store.verify()
     status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
     console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
@@ -68,7 +71,8 @@ def streams_cmd(ctx: click.Context, as_json: bool) -> None:
     for column in ("stream", "events", "fork of"):
         table.add_column(column)
     for i in infos:
-        table.add_row(i.stream, str(i.last_seq), f"{i.parent}@{i.at_seq}" if i.parent else "")
+        fork_of = escape(f"{i.parent}@{i.at_seq}") if i.parent else ""
+        table.add_row(escape(i.stream), str(i.last_seq), fork_of)
     console.print(table)
 
 
@@ -90,7 +94,9 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool) -> None:
         )
     else:
         for p in report.problems:
-            console.print(f"[red]{p.stream} seq {p.seq}[/red] ({p.event_id}): {p.message}")
+            console.print(
+                f"[red]{escape(p.stream)} seq {p.seq}[/red] ({p.event_id}): {escape(p.message)}"
+            )
         status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
         console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
     if not report.ok:
@@ -106,7 +112,7 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(msgspec.to_builtins(stats))
         return
-    console.print(f"{stats.location} ({stats.format} payloads)", highlight=False)
+    console.print(escape(f"{stats.location} ({stats.format} payloads)"), highlight=False)
     console.print(
         f"{stats.events:,} events in {stats.streams:,} streams ({stats.forks:,} forks), "
         f"head position {stats.head_position:,}"
@@ -115,7 +121,7 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
         console.print(f"recorded from {_when(stats.first_ts)} to {_when(stats.last_ts)}")
     if stats.longest_stream is not None:
         console.print(
-            f"longest stream: {stats.longest_stream} ({stats.longest_events:,} own events)",
+            escape(f"longest stream: {stats.longest_stream} ({stats.longest_events:,} own events)"),
             highlight=False,
         )
     per_event = stats.stored_bytes / stats.events if stats.events else 0
@@ -130,7 +136,7 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
         for column in ("type", "events", "stored"):
             table.add_column(column, justify="left" if column == "type" else "right")
         for kind in stats.kinds:
-            table.add_row(kind.type, f"{kind.events:,}", _bytes(kind.stored_bytes))
+            table.add_row(escape(kind.type), f"{kind.events:,}", _bytes(kind.stored_bytes))
         console.print(table)
 
 
@@ -162,7 +168,7 @@ def search_cmd(
         emit_json([msgspec.to_builtins(h) for h in hits])
         return
     for h in hits:
-        console.print(f"{h.stream}@{h.seq}  {h.snippet}", highlight=False)
+        console.print(escape(f"{h.stream}@{h.seq}  {h.snippet}"), highlight=False)
 
 
 def _parse_event(line: str, index: int) -> Event:

@@ -104,7 +104,7 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
         time = event.time.strftime("%Y-%m-%d %H:%M:%S")
         origin = f" ({escape(event.stream)})" if event.stream != stream else ""
         console.print(
-            f"[bold]{event.seq:>6}[/bold]  {time}  [cyan]{event.type:<22}[/cyan] "
+            f"[bold]{event.seq:>6}[/bold]  {time}  [cyan]{escape(f'{event.type:<22}')}[/cyan] "
             f"{escape(describe(event.data))}{origin}",
             highlight=False,
             soft_wrap=True,

@@ -75,7 +75,7 @@ def window_cmd(
         return
     report = window.report
     assert report is not None
-    table = Table(title=f"{stream} window at seq {window.seq}")
+    table = Table(title=escape(f"{stream} window at seq {window.seq}"))
     for col in ("seq", "kind", "fate", "level", "tokens", "content"):
         table.add_column(col, justify="right" if col in ("seq", "tokens") else "left")
     shown = {it.seq: it for it in window.items}
