@@ -12,10 +12,11 @@ checks that it is. Between formats each payload is decoded (upcast to its curren
 if it is older) and encoded in the target's format; the hash covers the stored bytes, so the
 copy has a hash chain of its own.
 
-Nothing is written unless all of it can be: the source is verified first, a copy between formats
-encodes every event once before writing any (a value JSON cannot hold is a `ValidationError`
-naming the event), and the target must be empty. Events appended to the source while it is
-copied are left out: the copy holds the store as it was when it started.
+Nothing is written unless all of it can be: the source is verified first, every event is checked
+against the target's size limit (and, between formats, encoded once) before any is written (a
+value the target cannot hold is a `ValidationError` naming the event), and the target must be
+empty. The copy holds the events committed when it started (up to the head position read then),
+and the forks whose prefix those events hold: events appended while it runs are left out.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Literal
 
 import msgspec
 
-from eventlog.backends.base import Record
+from eventlog.backends.base import ForkInfo, Record
 from eventlog.codec import Encoded, chain_hash
 from eventlog.errors import CorruptionError, UsageError, ValidationError
 from eventlog.events import Event
@@ -62,37 +63,28 @@ def copy_store(source: Store, target: Store, *, progress: Progress | None = None
             f"the target {target.location} is not empty: copy into a new store "
             "(events would otherwise mix with what is there)"
         )
-    forks = sorted(source.forks(), key=lambda f: (f.ts, f.stream))
-    head = source.head_position()  # after listing forks: every fork's prefix is below it
+    head = source.head_position()  # the copy is the store up to here
     total = _verify(source, head, progress)
+    forks = _forks_within(source, head)
     same = source.codec.format == target.codec.format
-    if not same:
-        checked = 0
-        for page in _pages(source, head):
-            for rec in page:
-                _convert(source, target, rec)
-            checked += len(page)
-            if progress is not None:
-                progress("check", checked, total)
-    for fork in forks:
+    _check(source, target, head, forks, total, progress)
+    for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)
     copied, upcast, streams = _copy_events(source, target, head, same, total, progress)
-    if copied != total:
+    if copied != total:  # `_check` counted the same records: only a bug gets here
         raise CorruptionError(
-            f"read {copied} events to copy, but verified {total}: the source changed under "
-            "the copy",
-            location=source.location,
+            f"copied {copied} events, but verified {total}", location=source.location
         )
-    return CopyReport(len(streams | {f.stream for f in forks}), len(forks), copied, same, upcast)
+    return CopyReport(len(streams | set(forks)), len(forks), copied, same, upcast)
 
 
 def _verify(source: Store, head: int, progress: Progress | None) -> int:
-    """Verify the whole source; return its number of events, or raise CorruptionError.
+    """Verify the source up to `head`; return its number of events, or raise CorruptionError.
 
     Its progress counts towards `head` (positions are dense, so about the number of events).
     """
     tick = None if progress is None else (lambda done: progress("verify", done, head))
-    report = source.verify(progress=tick)
+    report = source.verify(progress=tick, upto=head)
     if not report.ok:
         first = report.problems[0]
         raise CorruptionError(
@@ -103,6 +95,83 @@ def _verify(source: Store, head: int, progress: Progress | None) -> int:
             location=source.location,
         )
     return report.events
+
+
+def _forks_within(source: Store, head: int) -> dict[str, ForkInfo]:
+    """The forks whose prefix the events up to `head` hold, by stream.
+
+    A fork made after the copy started is left out when its fork point (or a parent fork's)
+    lies past `head`: its prefix is not in the copy. One with events of its own up to `head`
+    was made before them, so its prefix was committed earlier still and it is kept.
+    """
+    every = {f.stream: f for f in source.forks()}
+    kept: dict[str, bool] = {}
+
+    def keep(fork: ForkInfo) -> bool:
+        known = kept.get(fork.stream)
+        if known is None:
+            parent = every.get(fork.parent)
+            known = (parent is None or keep(parent)) and source._record_at(
+                fork.parent, fork.at_seq
+            ).position <= head
+            kept[fork.stream] = known
+        return known
+
+    return {name: fork for name, fork in every.items() if keep(fork)}
+
+
+def _check(
+    source: Store,
+    target: Store,
+    head: int,
+    forks: dict[str, ForkInfo],
+    total: int,
+    progress: Progress | None,
+) -> None:
+    """Refuse, before anything is written, what the target cannot take or the copy would break.
+
+    Every event must fit the target's size limit (and, between formats, encode in the target's
+    format); every stream must start at seq 1, or right after its fork point; and the events up
+    to `head` must be the ones verified.
+    """
+    limit = target.codec.max_event_bytes
+    same = source.codec.format == target.codec.format
+    next_seq: dict[str, int] = {}
+    checked = 0
+    for page in _pages(source, head):
+        for rec in page:
+            expected = next_seq.get(rec.stream)
+            if expected is None:
+                fork = forks.get(rec.stream)
+                expected = 1 if fork is None else fork.at_seq + 1
+            if rec.seq != expected:
+                raise CorruptionError(
+                    f"expected seq {expected} next: the source changed under the copy; "
+                    "nothing was copied",
+                    stream=rec.stream,
+                    seq=rec.seq,
+                    location=source.location,
+                )
+            next_seq[rec.stream] = expected + 1
+            if not same:
+                _convert(source, target, rec)
+            elif rec.codec or len(rec.data) > limit:
+                size = len(source.codec.unpack(rec, source.location))
+                if size > limit:
+                    raise ValidationError(
+                        f"{rec.stream!r} seq {rec.seq} ({rec.id}) encodes to {size} bytes, the "
+                        f"limit of {target.location} is {limit}; nothing was copied",
+                        field="data",
+                    )
+        checked += len(page)
+        if progress is not None:
+            progress("check", checked, total)
+    if checked != total:
+        raise CorruptionError(
+            f"found {checked} events up to position {head}, but verified {total}: the source "
+            "changed under the copy; nothing was copied",
+            location=source.location,
+        )
 
 
 def _copy_events(

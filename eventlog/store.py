@@ -596,12 +596,17 @@ class Store:
     # -- verify ----------------------------------------------------------------------------
 
     def verify(
-        self, stream: str | None = None, *, progress: Callable[[int], None] | None = None
+        self,
+        stream: str | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+        upto: int | None = None,
     ) -> VerifyReport:
         """Check every stream's hash chain, seqs and decoding; report the first problem of each.
 
         `progress`, if given, is called with the number of events checked so far after each
-        page (for a progress bar over a large store).
+        page (for a progress bar over a large store). `upto` checks only the events at
+        positions up to it: the store as it was when its head position was `upto`.
         """
         self._check_open()
         if stream is not None:
@@ -610,14 +615,18 @@ class Store:
         problems: list[Problem] = []
         total = 0
         for name in names:
-            count, problem = self._verify_stream(name, total, progress)
+            count, problem = self._verify_stream(name, total, progress, upto)
             total += count
             if problem is not None:
                 problems.append(problem)
         return VerifyReport(len(names), total, problems)
 
     def _verify_stream(
-        self, stream: str, done: int = 0, progress: Callable[[int], None] | None = None
+        self,
+        stream: str,
+        done: int = 0,
+        progress: Callable[[int], None] | None = None,
+        upto: int | None = None,
     ) -> tuple[int, Problem | None]:
         fork = self._backend.get_fork(stream)
         prev_seq, prev_hash = 0, GENESIS
@@ -636,6 +645,8 @@ class Store:
                 # A record the backend cannot even read (a damaged line) is a problem to report.
                 return count, Problem(stream, exc.seq or prev_seq + 1, None, str(exc))
             for rec in page:
+                if upto is not None and rec.position > upto:
+                    return count, None  # a stream's positions grow with its seqs
                 count += 1
                 if rec.seq != prev_seq + 1:
                     return count, Problem(stream, prev_seq + 1, None, "seq is missing (gap)")

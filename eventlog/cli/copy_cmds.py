@@ -20,7 +20,7 @@ from eventlog.copy import Phase, copy_store
 
 _LABELS: dict[Phase, str] = {
     "verify": "verifying the source",
-    "check": "encoding for the target",
+    "check": "checking the target can take them",
     "copy": "copying",
 }
 
