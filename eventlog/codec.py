@@ -256,8 +256,9 @@ class Codec:
         kind = self._kinds.get(type(data))
         if kind is None:
             kind = self._kind(data, index)
+        mismatch = None
         if kind.json_check is not None:  # JSON format: floats and untyped values must survive it
-            _check_json(data, "data", kind.json_check, index)
+            mismatch = _check_json(data, "data", kind.json_check, index)
         event_id = event.id
         if type(event_id) is not str or len(event_id) != 36 or not _uuid_match(event_id):
             raise ValidationError(
@@ -271,10 +272,25 @@ class Codec:
         meta = (
             b"" if type(meta_map) is dict and not meta_map else self._encode_meta(meta_map, index)
         )
+        plain = self._encode_payload(data, kind, mismatch, index)
+        return Encoded(event_id, kind.tag, kind.version, plain, meta, causation, correlation, data)
+
+    def _encode_payload(
+        self, data: EventData, kind: _Kind, mismatch: Exception | None, index: int
+    ) -> bytes:
+        """A payload's bytes, once its typed decoder has read them back (see `_Kind.decode`).
+
+        `mismatch` is what the JSON check tripped on, if it did: a wrong type the decoder
+        names with its path, or (if the decoder takes the value) names itself.
+        """
         try:
-            plain = self._encode(data)
+            plain: bytes = self._encode(data)
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValidationError(f"cannot be encoded: {exc}", field="data", index=index) from exc
+        except RecursionError:
+            raise ValidationError(
+                "is nested too deeply to encode", field="data", index=index
+            ) from None
         if len(plain) > self.max_event_bytes:
             raise ValidationError(
                 f"encodes to {len(plain)} bytes, the limit is {self.max_event_bytes}",
@@ -289,7 +305,11 @@ class Codec:
                 field="data",
                 index=index,
             ) from None
-        return Encoded(event_id, kind.tag, kind.version, plain, meta, causation, correlation, data)
+        if mismatch is not None:
+            raise ValidationError(
+                f"does not match its declared types ({mismatch})", field="data", index=index
+            )
+        return plain
 
     def _kind(self, data: object, index: int) -> _Kind:
         """How to encode a payload class (tag, version, checks), checking it is registered."""
@@ -322,11 +342,17 @@ class Codec:
         if not all(isinstance(k, str) for k in meta):
             raise ValidationError("keys must be strings", field="meta", index=index)
         if self.format == "json":
-            _check_json(meta, "meta", check_untyped, index)
+            mismatch = _check_json(meta, "meta", check_untyped, index)
+            if mismatch is not None:  # check_untyped takes any value: only a bug gets here
+                raise ValidationError(f"cannot be checked: {mismatch}", field="meta", index=index)
         try:
             encoded = self._encode(meta)
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValidationError(f"cannot be encoded: {exc}", field="meta", index=index) from exc
+        except RecursionError:
+            raise ValidationError(
+                "is nested too deeply to encode", field="meta", index=index
+            ) from None
         if len(encoded) > MAX_META_BYTES:
             raise ValidationError(
                 f"encodes to {len(encoded)} bytes, the limit is {MAX_META_BYTES}",
@@ -509,18 +535,24 @@ class Codec:
         return out
 
 
-def _check_json(value: object, field: str, check: Check, index: int) -> None:
-    """Raise ValidationError if JSON would store part of `value` as something else."""
+def _check_json(value: object, field: str, check: Check, index: int) -> Exception | None:
+    """Raise ValidationError if JSON would store part of `value` as something else.
+
+    A check that trips on a field holding what its type does not allow (Structs do not check
+    on construction) returns the error instead: the typed decode on append then refuses the
+    value with the path to that field, and the caller raises this error if it does not.
+    """
     try:
         check(value)
     except NotJSON as exc:
         raise ValidationError(exc.at(""), field=field, index=index) from None
     except (TypeError, AttributeError, IndexError, KeyError) as exc:
-        # A field holding what its type does not allow (Structs do not check on construction):
-        # it would not decode either.
+        return exc
+    except RecursionError:
         raise ValidationError(
-            f"does not match its declared types ({exc})", field=field, index=index
+            "is nested too deeply for a JSON store", field=field, index=index
         ) from None
+    return None
 
 
 def _check_link(value: object, name: str, index: int) -> None:

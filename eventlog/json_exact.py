@@ -2,17 +2,21 @@
 
 msgspec writes NaN and the infinities as `null`, and bytes, datetimes, UUIDs and decimals in
 untyped places (meta, `Any` fields) as strings: read back, they would differ from what was
-appended, and `verify` could not tell. Typed fields are safe (the decoder restores their
-types), so only floats and untyped values are checked, by a checker built once per payload
-class from its type; a class with neither costs nothing. Paths are only put together for an
-error, so a value that passes costs its walk alone.
+appended, and `verify` could not tell. Fields typed as one of those are written as strings too,
+and their decoder parses any string it is given: a str in a `bytes` field would read back as
+the bytes its base64 spells. So floats, untyped values and string-encoded typed fields are
+checked, by a checker built once per payload class from its type; a class with none costs
+nothing. Paths are only put together for an error, so a value that passes costs its walk alone.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import functools
 import keyword
 import math
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +42,19 @@ _ARRAYS = (
     mi.NamedTupleType,
 )
 """Types encoded as JSON arrays (a union has at most one)."""
+_STRINGS: dict[type[mi.Type], tuple[type, ...]] = {
+    mi.BytesType: (bytes, bytearray, memoryview),
+    mi.ByteArrayType: (bytes, bytearray, memoryview),
+    mi.MemoryViewType: (bytes, bytearray, memoryview),
+    mi.DateTimeType: (datetime.datetime,),
+    mi.DateType: (datetime.date,),
+    mi.TimeType: (datetime.time,),
+    mi.TimeDeltaType: (datetime.timedelta,),
+    mi.UUIDType: (uuid.UUID,),
+    mi.DecimalType: (decimal.Decimal,),
+}
+"""Typed fields JSON stores as strings -> what they must hold: a plain string in one of them
+would be parsed on read (base64, ISO 8601, ...) into another value."""
 
 
 class NotJSON(ValueError):
@@ -212,6 +229,10 @@ def _body(
         return [f"{pad}if type({var}) is not float or not isfinite({var}): check_float({var})"]
     if isinstance(t, mi.AnyType):
         return [f"{pad}if type({var}) is not str: check_untyped({var})"]
+    kinds = _STRINGS.get(type(t))
+    if kinds is not None:
+        helpers.append(_instance_check(kinds, type(t).__name__.removesuffix("Type").lower()))
+        return [f"{pad}helpers[{len(helpers) - 1}]({var})"]
     if isinstance(t, mi.UnionType):
         helpers.append(_union_check(t, seen))
         return [f"{pad}helpers[{len(helpers) - 1}]({var})"]
@@ -297,6 +318,19 @@ def _union_check(t: mi.UnionType, seen: frozenset[type]) -> Check:
     return check_member
 
 
+def _instance_check(kinds: tuple[type, ...], label: str) -> Check:
+    """The check of a string-encoded typed field: it must hold one of `kinds`."""
+
+    def check_instance(value: Any) -> None:
+        if not isinstance(value, kinds):
+            raise NotJSON(
+                f"is a {type(value).__name__} in a {label} field, which JSON would read back "
+                "as another value"
+            )
+
+    return check_instance
+
+
 def _later(t: mi.Type) -> Check:
     """A check compiled from `t` on its first call (a recursive TypedDict refers to itself)."""
     built: list[Check] = []
@@ -317,9 +351,9 @@ def _unwrap(t: mi.Type) -> mi.Type:
 
 
 def _needs(t: mi.Type, seen: set[type]) -> bool:
-    """Whether a value of type `t` may hold a float or an untyped value."""
+    """Whether a value of type `t` may hold a float, an untyped value or a string-encoded one."""
     t = _unwrap(t)
-    if isinstance(t, (mi.FloatType, mi.AnyType)):
+    if isinstance(t, (mi.FloatType, mi.AnyType)) or type(t) in _STRINGS:
         return True
     if isinstance(t, _RECORDS):
         if t.cls in seen:

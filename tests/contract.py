@@ -71,6 +71,14 @@ def _versioned_v1_to_v2(old: dict[str, object]) -> dict[str, object]:
     return {"bb": old["aa"]}
 
 
+def _nested(depth: int) -> list[Any]:
+    """A list inside a list, `depth` deep."""
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def text_events(n: int, prefix: str = "m") -> list[el.Event]:
     """n small input events with distinct texts."""
     return [el.Event(data=el.ModelInput.from_text(f"{prefix}{i}")) for i in range(n)]
@@ -276,6 +284,7 @@ class BackendContract:
             ),
             pytest.param(lambda: Rated(score="5"), id="wrong-type-user-class"),  # type: ignore[arg-type]
             pytest.param(lambda: Bounded(score=-1), id="constraint"),
+            pytest.param(lambda: el.Custom(kind="k", data=_nested(5000)), id="nested-too-deep"),
         ],
     )
     def test_invalid_event_in_batch_writes_nothing(

@@ -2,7 +2,7 @@
 
 msgspec writes NaN and infinities as null, and bytes or datetimes in untyped places as strings:
 a JSONL store would return something other than what was appended. The checks run only where a
-payload class has floats or untyped fields.
+payload class has floats, untyped fields or typed fields JSON writes as strings.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+import decimal
 import math
 import uuid
 from pathlib import Path
@@ -94,9 +95,10 @@ def test_what_a_jsonl_store_accepts_reads_back_equal(
 
 
 def test_classes_without_floats_or_untyped_fields_are_not_checked() -> None:
-    assert checker(el.ModelInput) is None
+    assert checker(el.SystemInstructionSet) is None
     assert checker(el.Compaction) is None
     assert checker(el.ToolResults) is not None
+    assert checker(el.ModelInput) is not None  # attachments hold bytes
 
 
 def test_a_recursive_untyped_value_names_the_path() -> None:
@@ -146,6 +148,11 @@ class Shapes(el.EventData, frozen=True, tag="tests.json_exact.shapes"):
     record: Extra | int = 0
     unset: float | msgspec.UnsetType = msgspec.UNSET
     values: list[float] = msgspec.field(default_factory=list)
+    blob: bytes = b""
+    when: datetime.datetime | None = None
+    ident: uuid.UUID | None = None
+    amount: decimal.Decimal | None = None
+    stamps: tuple[datetime.date, ...] = ()
 
 
 Keyword = msgspec.defstruct(
@@ -176,7 +183,22 @@ SHAPES_REFUSED: list[tuple[str, el.EventData, str]] = [
     ("dataclass in a union", Shapes(record=Extra(1.0, {"t": uuid.UUID(int=3)})),
      ".record.extra.t is a UUID"),
     ("keyword field name", Keyword(**{"class": math.nan}), ".class is nan"),
-    ("wrong type", Shapes(values=None), "does not match its declared types"),  # type: ignore[arg-type]
+    ("wrong type", Shapes(values=None),  # type: ignore[arg-type]
+     "does not match its declared types, so it could not be read back: Expected `array`, got "
+     "`null` - at `$.values`"),
+    ("wrong type the check trips on", Shapes(table=[1.0]),  # type: ignore[arg-type]
+     "Expected `object`, got `array` - at `$.table`"),
+    # Typed fields JSON writes as strings parse any string on read: base64, ISO 8601, ...
+    ("str in a bytes field", Shapes(blob="abcd"),  # type: ignore[arg-type]
+     ".blob is a str in a bytes field, which JSON would read back as another value"),
+    ("str in a datetime field", Shapes(when="2026-01-01T00:00:00Z"),  # type: ignore[arg-type]
+     ".when is a str in a datetime field"),
+    ("str in a uuid field", Shapes(ident=str(uuid.UUID(int=5))),  # type: ignore[arg-type]
+     ".ident is a str in a uuid field"),
+    ("float in a decimal field", Shapes(amount=0.1),  # type: ignore[arg-type]
+     ".amount is a float in a decimal field"),
+    ("str in a tuple of dates", Shapes(stamps=(datetime.date(2026, 1, 1), "2026-01-02")),  # type: ignore[arg-type]
+     ".stamps[1] is a str in a date field"),
 ]  # fmt: skip
 
 
@@ -200,6 +222,11 @@ def test_payload_shapes_that_survive_json_are_accepted(tmp_path: Path) -> None:
         pair=Tagged(2.5, ["x", 1]),
         record=Extra(0.5, {"k": None}),
         values=[1.0, 2**53],
+        blob=b"\x00\xff",
+        when=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+        ident=uuid.UUID(int=7),
+        amount=decimal.Decimal("0.10"),
+        stamps=(datetime.date(2026, 1, 1),),
     )
     meta = {"ordered": collections.OrderedDict(a=1), "counts": collections.defaultdict(int, b=2)}
     with el.open(f"jsonl://{tmp_path}/j") as store:
@@ -214,3 +241,16 @@ def test_a_keyword_field_that_survives_is_accepted(tmp_path: Path) -> None:
         store.append("s", [Keyword(**{"class": 1.5})])
         (read,) = store.read("s")
     assert getattr(read.data, "class") == 1.5
+
+
+def test_values_too_deep_to_check_are_refused_not_a_crash(tmp_path: Path) -> None:
+    """MessagePack takes a list 600 deep; the JSON check's walk cannot, and says so."""
+    value: list[Any] = []
+    for _ in range(600):
+        value = [value]
+    with el.open(f"sqlite:///{tmp_path}/s.db") as store:
+        store.append("s", [el.Custom(kind="deep", data=value)])
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        with pytest.raises(el.ValidationError, match="nested too deeply for a JSON store"):
+            store.append("s", [el.Custom(kind="deep", data=value)])
+        assert not store.exists("s")
