@@ -381,7 +381,8 @@ class Codec:
         cls = event_type(rec.type)
         if cls is None:
             raise CorruptionError(
-                f"unknown event type {rec.type!r} (register its class before reading)",
+                f"unknown event type {rec.type!r} (register its class before reading; on the "
+                "command line, import the module that does: eventlog --import MODULE)",
                 stream=rec.stream,
                 seq=rec.seq,
                 location=location or None,

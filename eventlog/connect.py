@@ -6,6 +6,7 @@ Query parameters set store options (`?durability=batch`); the rest go to the bac
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
@@ -68,12 +69,23 @@ def _split(url: str) -> tuple[str, str, dict[str, str], dict[str, Any]]:
     store_opts: dict[str, Any] = {}
     for key in list(query):
         if key in _STORE_OPTIONS:
-            value = query.pop(key)
-            store_opts[key] = value if key in _TEXT_OPTIONS else float(value)
-    for key in _INT_OPTIONS & store_opts.keys():
-        store_opts[key] = int(store_opts[key])
+            store_opts[key] = _option_value(url, key, query.pop(key))
     path = parts.netloc + parts.path
     return scheme, path, query, store_opts
+
+
+def _option_value(url: str, key: str, value: str) -> Any:
+    """A store option from the URL's query: text, an integer, or a finite number."""
+    if key in _TEXT_OPTIONS:
+        return value
+    try:
+        number = int(value) if key in _INT_OPTIONS else float(value)
+    except ValueError:
+        kind = "an integer" if key in _INT_OPTIONS else "a number"
+        raise UsageError(f"option {key} must be {kind}, got {value!r} in {url!r}") from None
+    if not math.isfinite(number):
+        raise UsageError(f"option {key} must be finite, got {value!r} in {url!r}")
+    return number
 
 
 def open(url: str = "memory://", **options: Any) -> Store:

@@ -119,3 +119,43 @@ def test_names_and_text_with_brackets_are_printed_as_they_are(tmp_path: Path) ->
     assert failed.returncode == 1
     assert "Traceback" not in failed.stderr
     assert "[/missing]" in failed.stderr
+
+
+def test_import_registers_an_applications_event_types(tmp_path: Path) -> None:
+    """A store holding an application's own event kinds: verify, log and export need them."""
+    (tmp_path / "app_events.py").write_text(
+        "import eventlog as el\n\n\n"
+        "@el.register_event_type\n"
+        "class Rated(el.EventData, frozen=True, tag='app.rated'):\n"
+        "    score: int\n"
+    )
+    url = f"sqlite:///{tmp_path}/app.db"
+    script = (
+        "import sys, eventlog as el; sys.path.insert(0, sys.argv[1]); import app_events; "
+        "el.open(sys.argv[2]).append('s', [app_events.Rated(score=5)])"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path), url], check=True, timeout=60)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "eventlog", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**env, **extra},
+        )
+
+    unknown = cli("--store", url, "verify")
+    assert unknown.returncode == 1
+    assert "unknown event type 'app.rated'" in unknown.stdout
+    assert "eventlog --import MODULE" in unknown.stdout
+    assert cli("--import", "app_events", "--store", url, "verify").returncode == 0
+    assert cli("--store", url, "verify", EVENTLOG_IMPORT="app_events").returncode == 0
+    log = cli("--import", "app_events", "--store", url, "log", "s", "--json")
+    assert json.loads(log.stdout)["data"] == {"type": "app.rated", "score": 5}
+    export = cli("--import", "app_events", "--store", url, "export", f"jsonl://{tmp_path}/j")
+    assert export.returncode == 0, export.stderr
+    missing = cli("--import", "no_such_module", "--store", url, "verify")
+    assert missing.returncode == 2
+    assert "cannot import 'no_such_module'" in missing.stderr

@@ -14,6 +14,11 @@ import eventlog as el
         ("ftp://x", el.UsageError, "unknown store URL scheme 'ftp'"),
         ("memory://?bogus=1", el.UsageError, "bogus"),
         ("memory://?durability=sometimes", el.UsageError, "sometimes"),
+        ("memory://?zstd_level=abc", el.UsageError, "zstd_level must be an integer, got 'abc'"),
+        ("memory://?max_event_bytes=1.5", el.UsageError, "max_event_bytes must be an integer"),
+        ("memory://?poll_interval=soon", el.UsageError, "poll_interval must be a number"),
+        ("memory://?poll_interval=inf", el.UsageError, "poll_interval must be finite"),
+        ("memory://?poll_interval=nan", el.UsageError, "poll_interval must be finite"),
     ],
 )
 def test_bad_urls(url: str, error: type[Exception], match: str) -> None:

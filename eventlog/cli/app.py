@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any
@@ -63,6 +64,22 @@ class Group(click.Group):
     default=None,
     help="Store URL (default: $EVENTLOG_STORE, then sqlite:///eventlog.db).",
 )
+@click.option(
+    "--import",
+    "imports",
+    metavar="MODULE",
+    multiple=True,
+    help="Import a module first, so its event types are registered (repeatable; also "
+    "$EVENTLOG_IMPORT, comma-separated).",
+)
 @click.version_option(eventlog.__version__, prog_name="eventlog")
-def cli(store: str | None) -> None:
+def cli(store: str | None, imports: tuple[str, ...]) -> None:
     """An event-sourced store for LLM agent conversations."""
+    from_env = [m.strip() for m in os.environ.get("EVENTLOG_IMPORT", "").split(",") if m.strip()]
+    for module in [*from_env, *imports]:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            raise click.UsageError(
+                f"cannot import {module!r} ({type(exc).__name__}: {exc}); is it on PYTHONPATH?"
+            ) from exc
