@@ -1,0 +1,219 @@
+"""A quick answer to "will this payload decode?", exact whenever it says yes.
+
+Structs do not check their fields' types when they are built, so every payload is decoded once
+on append with its class's decoder (see `eventlog.codec`): a payload that would not read back is
+refused. That decode copies every string of the payload. For classes made of plain types
+(str, int, float, bool, None, bytes, `Any`, tuples and lists, str-keyed dicts, Structs, tagged
+unions of Structs, Literals, Optional), a check generated from the class answers first by
+looking at types alone: when it says yes, the decode cannot fail and is skipped. When it says
+no, or when the class holds anything else (constraints, enums, datetimes, other unions), the
+decode runs and gives the answer and its message. So the check only ever saves time.
+
+Why a yes is exact: the value was just encoded by msgspec (so its strings are valid UTF-8 and
+its ints fit the format), every field holds exactly the type its decoder accepts (a tuple in a
+tuple field, not a list: the values `__post_init__` sees are the ones decode gives it), and
+each record's `__post_init__` runs again in the check, as decode would run it (a field may have
+been changed since the record was built: a mutable nested Struct, `force_setattr`).
+"""
+
+from __future__ import annotations
+
+import functools
+import keyword
+from collections.abc import Callable
+from typing import Any
+
+from msgspec import inspect as mi
+
+Check = Callable[[Any], bool]
+"""True when the value's typed decode cannot fail; False when it must run to tell."""
+
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+"""Integers both formats' decoders read into an int field."""
+
+
+_SCALARS: dict[type[mi.Type], tuple[str, tuple[str, ...]]] = {
+    mi.StrType: ("type({v}) is not str", ("min_length", "max_length", "pattern")),
+    mi.BoolType: ("type({v}) is not bool", ()),
+    mi.IntType: (
+        "type({v}) is not int or not INT_LO <= {v} <= INT_HI",
+        ("gt", "ge", "lt", "le", "multiple_of"),
+    ),
+    # An int in a float field reads back as a float: left to decode.
+    mi.FloatType: ("type({v}) is not float", ("gt", "ge", "lt", "le", "multiple_of")),
+    mi.NoneType: ("{v} is not None", ()),
+    mi.BytesType: ("type({v}) is not bytes", ("min_length", "max_length")),
+}
+"""Scalar types -> (the test that fails the check, the constraints that rule the type out)."""
+
+
+class _Unsupported(Exception):
+    """A type the generator does not vouch for: the class's payloads are always decoded."""
+
+
+@functools.cache
+def fast_check(cls: type) -> Check | None:
+    """The generated check for a Struct class, or None if it holds a type left to the decoder."""
+    try:
+        return _Builder().build(cls)
+    except _Unsupported:
+        return None
+
+
+class _Builder:
+    """Generates one function per Struct class reached from the root (nested ones are calls)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {"INT_LO": _INT_RANGE[0], "INT_HI": _INT_RANGE[1]}
+        self.functions: dict[type, str] = {}
+        self.source: list[str] = []
+        self.building: set[type] = set()
+        self.counter = 0
+        self.tables: list[tuple[dict[type, Check], type, str]] = []
+        """Union dispatch tables to fill with the generated functions once they exist."""
+
+    def build(self, cls: type) -> Check:
+        name = self.struct(cls)
+        exec("\n".join(self.source), self.names)  # code built from field names and types
+        for table, member, fn in self.tables:
+            table[member] = self.names[fn]
+        check: Check = self.names[name]
+        return check
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def const(self, value: Any) -> str:
+        """A name for `value` in the generated code's namespace."""
+        name = self.fresh("K")
+        self.names[name] = value
+        return name
+
+    def struct(self, cls: type) -> str:
+        """The name of the function checking an instance of Struct class `cls`'s fields."""
+        known = self.functions.get(cls)
+        if known is not None:
+            return known
+        if cls in self.building:
+            raise _Unsupported(f"{cls.__name__} refers to itself")
+        info = mi.type_info(cls)
+        if not isinstance(info, mi.StructType) or info.array_like:
+            raise _Unsupported(f"{cls!r} is not a plain Struct")
+        self.building.add(cls)
+        name = self.fresh(f"check_{cls.__name__}_")
+        lines = [f"def {name}(v):"]
+        for field in info.fields:
+            key = field.name
+            if not key.isidentifier() or keyword.iskeyword(key):
+                raise _Unsupported(f"field name {key!r}")
+            lines.append(f"    x = v.{key}")
+            lines.extend(self.value(field.type, "x", 1))
+        if hasattr(cls, "__post_init__"):  # as decode will: fields may have changed since
+            lines += ["    try:", "        v.__post_init__()", "    except Exception:"]
+            lines += ["        return False"]
+        lines.append("    return True")
+        self.source.extend(lines)
+        self.building.discard(cls)
+        self.functions[cls] = name
+        return name
+
+    def value(self, t: mi.Type, var: str, depth: int) -> list[str]:
+        """Statements that `return False` unless `var` holds exactly what type `t` decodes."""
+        pad = "    " * depth
+        if isinstance(t, mi.Metadata):
+            return self.value(t.type, var, depth)  # titles, descriptions: no constraint
+        if isinstance(t, mi.AnyType):
+            return []
+        scalar = _SCALARS.get(type(t))
+        if scalar is not None:
+            test, constraints = scalar
+            _no_constraints(t, *constraints)
+            return [f"{pad}if {test.format(v=var)}: return False"]
+        if isinstance(t, mi.LiteralType):
+            return self.literal(t, var, pad)
+        if isinstance(t, (mi.ListType, mi.VarTupleType)):
+            return self.array(t, var, depth)
+        if isinstance(t, mi.DictType):
+            return self.mapping(t, var, depth)
+        if isinstance(t, mi.StructType):
+            return [f"{pad}if type({var}) is not {self.const(t.cls)} or not "
+                    f"{self.struct(t.cls)}({var}): return False"]  # fmt: skip
+        if isinstance(t, mi.UnionType):
+            return self.union(t, var, depth)
+        raise _Unsupported(type(t).__name__)
+
+    def literal(self, t: mi.LiteralType, var: str, pad: str) -> list[str]:
+        """One of a Literal's str or int values, of exactly its type (True is not 1)."""
+        if not all(type(v) in (str, int) for v in t.values):
+            raise _Unsupported("a Literal of other than str or int values")
+        values = self.const(frozenset((type(v), v) for v in t.values))
+        return [
+            f"{pad}if type({var}) is not str and type({var}) is not int "
+            f"or (type({var}), {var}) not in {values}: return False"
+        ]
+
+    def array(self, t: mi.ListType | mi.VarTupleType, var: str, depth: int) -> list[str]:
+        """A list or a tuple of one item type.
+
+        The exact container type: a list in a tuple field reads back as a tuple, which a
+        `__post_init__` could treat otherwise. Left to decode, which takes it.
+        """
+        pad = "    " * depth
+        _no_constraints(t, "min_length", "max_length")
+        kind = "list" if isinstance(t, mi.ListType) else "tuple"
+        item = self.fresh("i")
+        body = self.value(t.item_type, item, depth + 1)
+        lines = [f"{pad}if type({var}) is not {kind}: return False"]
+        if body:
+            lines += [f"{pad}for {item} in {var}:", *body]
+        return lines
+
+    def mapping(self, t: mi.DictType, var: str, depth: int) -> list[str]:
+        """A dict with str keys (unconstrained) and values of one type."""
+        pad = "    " * depth
+        _no_constraints(t, "min_length", "max_length")
+        key_type = t.key_type
+        if not isinstance(key_type, mi.StrType):
+            raise _Unsupported("dict keys other than str")
+        _no_constraints(key_type, "min_length", "max_length", "pattern")
+        k, item = self.fresh("k"), self.fresh("i")
+        body = self.value(t.value_type, item, depth + 1)
+        return [
+            f"{pad}if type({var}) is not dict: return False",
+            f"{pad}for {k}, {item} in {var}.items():",
+            f"{pad}    if type({k}) is not str: return False",
+            *body,
+        ]
+
+    def union(self, t: mi.UnionType, var: str, depth: int) -> list[str]:
+        """Optional[X], and unions of tagged Structs (with or without None)."""
+        pad = "    " * depth
+        members = [m for m in t.types if not isinstance(m, mi.NoneType)]
+        optional = len(members) < len(t.types)
+        lines: list[str] = []
+        if len(members) == 1:
+            body = self.value(members[0], var, depth + 1)
+            if not optional:
+                return body
+            return [f"{pad}if {var} is not None:", *body] if body else []
+        if not all(isinstance(m, mi.StructType) for m in members):
+            raise _Unsupported("a union of other than tagged Structs")
+        table: dict[type, Check] = {}
+        for member in members:
+            cls: type = member.cls  # type: ignore[attr-defined]
+            self.tables.append((table, cls, self.struct(cls)))
+        fn = self.fresh("f")
+        test = f"{fn} is None or not {fn}({var})"
+        if optional:
+            lines.append(f"{pad}if {var} is not None:")
+            pad += "    "
+        lines.append(f"{pad}{fn} = {self.const(table)}.get(type({var}))")
+        lines.append(f"{pad}if {test}: return False")
+        return lines
+
+
+def _no_constraints(t: mi.Type, *attributes: str) -> None:
+    for attribute in attributes:
+        if getattr(t, attribute, None) is not None:
+            raise _Unsupported(f"a {attribute} constraint")

@@ -1,0 +1,180 @@
+"""`eventlog.type_check`: whenever the quick check says a payload decodes, the decoder agrees.
+
+The check lets append skip the typed decode that proves a payload can be read back. A yes that
+the decoder would contradict would let an unreadable event be acknowledged, so the check is
+tested against the decoder itself, in both formats, on valid payloads with one field of one
+nested record set to a value of another type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any, Literal
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eventlog as el
+from eventlog.events import registered_event_types
+from eventlog.type_check import fast_check
+from tests.contract import Bounded
+from tests.strategies import event_data
+
+ODD_VALUES: list[Any] = [
+    None,
+    0,
+    -1,
+    2**63,
+    2**64,
+    -(2**63) - 1,
+    True,
+    1.5,
+    float("nan"),
+    "",
+    "text",
+    "success",
+    b"raw",
+    bytearray(b"raw"),
+    [],
+    ["x"],
+    [1],
+    (),
+    ("x",),
+    (1,),
+    {},
+    {"k": 1},
+    {1: "v"},
+    el.TextPart(text="t"),
+    el.Section(text="s"),
+    el.ToolCall(id="c", name="n", raw_arguments="{}"),
+    el.Usage(),
+    el.Invocation(provider="p", specification="s", model="m"),
+    el.Checkpoint(label="x"),
+]
+
+
+def _records(value: Any) -> list[msgspec.Struct]:
+    """Every Struct inside a payload, the payload first."""
+    found: list[msgspec.Struct] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, msgspec.Struct):
+            found.append(item)
+            stack.extend(getattr(item, f) for f in item.__struct_fields__)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found
+
+
+def _agrees(payload: el.EventData) -> None:
+    """If the check says yes, both formats' typed decoders read the payload back."""
+    check = fast_check(type(payload))
+    assert check is not None
+    vouched = check(payload)
+    for fmt in (msgspec.msgpack, msgspec.json):
+        try:
+            encoded = fmt.encode(payload)
+        except (TypeError, ValueError, OverflowError):
+            continue  # append refuses it before the check
+        if not vouched:
+            continue
+        try:
+            fmt.decode(encoded, type=type(payload))
+        except msgspec.ValidationError as exc:
+            pytest.fail(f"check said yes, {fmt.__name__} decode says {exc}: {payload!r}")
+
+
+@settings(max_examples=400)
+@given(event_data, st.data())
+def test_a_yes_is_never_contradicted_by_the_decoder(
+    data: el.EventData, draw: st.DataObject
+) -> None:
+    assert fast_check(type(data)) is not None
+    assert fast_check(type(data))(data)  # type: ignore[misc]  # valid payloads: the fast path
+    _agrees(data)
+    record = draw.draw(st.sampled_from(_records(data)), label="record")
+    field = draw.draw(st.sampled_from(record.__struct_fields__), label="field")
+    odd = draw.draw(st.sampled_from(ODD_VALUES), label="value")
+    if isinstance(odd, (list, dict, bytearray)):
+        odd = type(odd)(odd)  # a copy per example
+    msgspec.structs.force_setattr(record, field, odd)
+    _agrees(data)
+
+
+def test_every_built_in_kind_has_a_check() -> None:
+    for tag, cls in registered_event_types().items():
+        if cls.__module__.startswith("eventlog"):
+            assert fast_check(cls) is not None, tag
+
+
+@el.register_event_type
+class Shapes(el.EventData, frozen=True, tag="tests.type_check.shapes"):
+    """Plain types in the shapes the check knows."""
+
+    ratio: float = 0.0
+    flags: list[bool] = msgspec.field(default_factory=list)
+    status: Literal["a", "b", 3] = "a"
+    table: dict[str, list[int]] = msgspec.field(default_factory=dict)
+    part: el.TextPart | el.RefusalPart | None = None
+    blob: bytes | None = None
+    described: Annotated[str, msgspec.Meta(description="no constraint")] = ""
+
+
+@pytest.mark.parametrize(
+    ("value", "vouched"),
+    [
+        (Shapes(), True),
+        (Shapes(ratio=1), False),  # an int reads back as a float: left to the decoder
+        (Shapes(flags=[True, 1]), False),  # type: ignore[list-item]
+        (Shapes(flags=(True,)), False),  # type: ignore[arg-type]  # a tuple in a list field
+        (Shapes(status="c"), False),  # type: ignore[arg-type]
+        (Shapes(status=3), True),
+        (Shapes(status=True), False),  # type: ignore[arg-type]  # True == 1, but not a Literal 3
+        (Shapes(table={"k": [1, 2**64]}), False),
+        (Shapes(table={"k": [1, 2]}), True),
+        (Shapes(part=el.RefusalPart(text="no")), True),
+        (Shapes(part=el.Section(text="s")), False),  # type: ignore[arg-type]
+        (Shapes(part=el.TextPart(text=1)), False),  # type: ignore[arg-type]
+        (Shapes(blob=bytearray(b"x")), False),  # type: ignore[arg-type]
+        (Shapes(described=b"x"), False),  # type: ignore[arg-type]
+    ],
+)
+def test_shapes(value: Shapes, vouched: bool) -> None:
+    check = fast_check(Shapes)
+    assert check is not None and check(value) is vouched
+    _agrees(value)
+
+
+@el.register_event_type
+class Recursive(el.EventData, frozen=True, tag="tests.type_check.recursive"):
+    children: tuple[Recursive, ...] = ()
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+@el.register_event_type
+class WithDataclass(el.EventData, frozen=True, tag="tests.type_check.dataclass"):
+    point: Point | None = None
+
+
+def test_types_left_to_the_decoder() -> None:
+    """Constraints, recursion and other types: no check, so every payload is decoded."""
+    assert fast_check(Bounded) is None  # Meta(ge=0)
+    assert fast_check(Recursive) is None
+    assert fast_check(WithDataclass) is None
+
+
+def test_a_store_still_refuses_what_the_check_leaves_to_the_decoder(tmp_path: Any) -> None:
+    with el.open(f"sqlite:///{tmp_path}/s.db") as store:
+        with pytest.raises(el.ValidationError, match=r"\$\.flags\[1\]"):
+            store.append("s", [Shapes(flags=[True, 1])])  # type: ignore[list-item]
+        store.append("s", [Shapes(ratio=1)])  # decoded, and fine
+        assert [e.data for e in store.read("s")] == [Shapes(ratio=1.0)]
