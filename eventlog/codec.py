@@ -35,6 +35,8 @@ from eventlog.events import (
 )
 from eventlog.json_exact import Check, NotJSON, check_untyped
 from eventlog.json_exact import checker as json_checker
+from eventlog.round_trip import differs
+from eventlog.round_trip import plain as plain_value
 from eventlog.type_check import Check as TypeCheck
 from eventlog.type_check import fast_check
 
@@ -261,9 +263,8 @@ class Codec:
         kind = self._kinds.get(type(data))
         if kind is None:
             kind = self._kind(data, index)
-        mismatch = None
         if kind.json_check is not None:  # JSON format: floats and untyped values must survive it
-            mismatch = _check_json(data, "data", kind.json_check, index)
+            _check_json(data, "data", kind.json_check, index)
         event_id = event.id
         if type(event_id) is not str or len(event_id) != 36 or not _uuid_match(event_id):
             raise ValidationError(
@@ -277,17 +278,11 @@ class Codec:
         meta = (
             b"" if type(meta_map) is dict and not meta_map else self._encode_meta(meta_map, index)
         )
-        plain = self._encode_payload(data, kind, mismatch, index)
+        plain = self._encode_payload(data, kind, index)
         return Encoded(event_id, kind.tag, kind.version, plain, meta, causation, correlation, data)
 
-    def _encode_payload(
-        self, data: EventData, kind: _Kind, mismatch: Exception | None, index: int
-    ) -> bytes:
-        """A payload's bytes, once its typed decoder has read them back (see `_Kind.decode`).
-
-        `mismatch` is what the JSON check tripped on, if it did: a wrong type the decoder
-        names with its path, or (if the decoder takes the value) names itself.
-        """
+    def _encode_payload(self, data: EventData, kind: _Kind, index: int) -> bytes:
+        """A payload's bytes, once it is known to read back as itself (see `_Kind.decode`)."""
         try:
             plain: bytes = self._encode(data)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -303,18 +298,19 @@ class Codec:
                 index=index,
             )
         try:
-            if kind.decodes is None or not kind.decodes(data):
-                kind.decode(plain)
+            if kind.decodes is not None and kind.decodes(data):
+                return plain
+        except RecursionError:
+            pass  # too deep for the quick check: the decoder and the comparison decide
+        try:
+            decoded = kind.decode(plain)
         except msgspec.MsgspecError as exc:
             raise ValidationError(
                 f"does not match its declared types, so it could not be read back: {exc}",
                 field="data",
                 index=index,
             ) from None
-        if mismatch is not None:
-            raise ValidationError(
-                f"does not match its declared types ({mismatch})", field="data", index=index
-            )
+        _check_reads_back(data, decoded, "data", index)
         return plain
 
     def _kind(self, data: object, index: int) -> _Kind:
@@ -349,9 +345,7 @@ class Codec:
         if not all(isinstance(k, str) for k in meta):
             raise ValidationError("keys must be strings", field="meta", index=index)
         if self.format == "json":
-            mismatch = _check_json(meta, "meta", check_untyped, index)
-            if mismatch is not None:  # check_untyped takes any value: only a bug gets here
-                raise ValidationError(f"cannot be checked: {mismatch}", field="meta", index=index)
+            _check_json(meta, "meta", check_untyped, index)
         try:
             encoded = self._encode(meta)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -366,6 +360,8 @@ class Codec:
                 field="meta",
                 index=index,
             )
+        if not plain_value(meta):  # a UUID, an enum, a datetime...: does it read back?
+            _check_reads_back(meta, self._meta_decoder.decode(encoded), "meta", index)
         return encoded
 
     def payload_types(self) -> PayloadTypes | None:
@@ -543,24 +539,34 @@ class Codec:
         return out
 
 
-def _check_json(value: object, field: str, check: Check, index: int) -> Exception | None:
+def _check_json(value: object, field: str, check: Check, index: int) -> None:
     """Raise ValidationError if JSON would store part of `value` as something else.
 
     A check that trips on a field holding what its type does not allow (Structs do not check
-    on construction) returns the error instead: the typed decode on append then refuses the
-    value with the path to that field, and the caller raises this error if it does not.
+    on construction) leaves it to the decode and comparison on append, which name the path.
     """
     try:
         check(value)
     except NotJSON as exc:
         raise ValidationError(exc.at(""), field=field, index=index) from None
-    except (TypeError, AttributeError, IndexError, KeyError) as exc:
-        return exc
+    except (TypeError, AttributeError, IndexError, KeyError):
+        pass
     except RecursionError:
         raise ValidationError(
             "is nested too deeply for a JSON store", field=field, index=index
         ) from None
-    return None
+
+
+def _check_reads_back(value: object, decoded: object, field: str, index: int) -> None:
+    """Raise ValidationError if the store would return `decoded` for `value` (a UUID as text)."""
+    try:
+        where = differs(value, decoded)
+    except RecursionError:
+        raise ValidationError(
+            "is nested too deeply to check it reads back unchanged", field=field, index=index
+        ) from None
+    if where is not None:
+        raise ValidationError(f"would not read back as appended: {where}", field=field, index=index)
 
 
 def _check_link(value: object, name: str, index: int) -> None:

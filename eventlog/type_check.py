@@ -1,13 +1,15 @@
-"""A quick answer to "will this payload decode?", exact whenever it says yes.
+"""A quick answer to "will this payload read back as itself?", exact whenever it says yes.
 
 Structs do not check their fields' types when they are built, so every payload is decoded once
-on append with its class's decoder (see `eventlog.codec`): a payload that would not read back is
-refused. That decode copies every string of the payload. For classes made of plain types
-(str, int, float, bool, None, bytes, `Any`, tuples and lists, str-keyed dicts, Structs, tagged
-unions of Structs, Literals, Optional), a check generated from the class answers first by
-looking at types alone: when it says yes, the decode cannot fail and is skipped. When it says
-no, or when the class holds anything else (constraints, enums, datetimes, other unions), the
-decode runs and gives the answer and its message. So the check only ever saves time.
+on append with its class's decoder (see `eventlog.codec`) and compared with what was appended
+(`eventlog.round_trip`): a payload that would not read back as itself is refused. That decode
+copies every string of the payload. For classes made of plain types (str, int, float, bool,
+None, bytes, `Any`, tuples and lists, str-keyed dicts, Structs, tagged unions of Structs,
+Literals, Optional), a check generated from the class answers first by looking at types alone:
+when it says yes, the decode could neither fail nor change a value, and is skipped (untyped
+values must be `round_trip.plain`). When it says no, or when the class holds anything else
+(constraints, enums, datetimes, other unions), the decode and the comparison run and give the
+answer and its message. So the check only ever saves time.
 
 Why a yes is exact: the value was just encoded by msgspec (so its strings are valid UTF-8 and
 its ints fit the format), every field holds exactly the type its decoder accepts (a tuple in a
@@ -25,8 +27,10 @@ from typing import Any
 
 from msgspec import inspect as mi
 
+from eventlog.round_trip import plain
+
 Check = Callable[[Any], bool]
-"""True when the value's typed decode cannot fail; False when it must run to tell."""
+"""True when the value's typed decode cannot fail nor change it; False when it must run."""
 
 _INT_RANGE = (-(1 << 63), (1 << 64) - 1)
 """Integers both formats' decoders read into an int field."""
@@ -65,6 +69,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.names: dict[str, Any] = {"INT_LO": _INT_RANGE[0], "INT_HI": _INT_RANGE[1]}
+        self.names["plain"] = plain
         self.functions: dict[type, str] = {}
         self.source: list[str] = []
         self.building: set[type] = set()
@@ -123,8 +128,8 @@ class _Builder:
         pad = "    " * depth
         if isinstance(t, mi.Metadata):
             return self.value(t.type, var, depth)  # titles, descriptions: no constraint
-        if isinstance(t, mi.AnyType):
-            return []
+        if isinstance(t, mi.AnyType):  # untyped: what reads back as itself (see round_trip)
+            return [f"{pad}if not plain({var}): return False"]
         scalar = _SCALARS.get(type(t))
         if scalar is not None:
             test, constraints = scalar

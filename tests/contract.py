@@ -14,9 +14,13 @@ The classes are not named Test*, so pytest only collects them through a backend'
 from __future__ import annotations
 
 import asyncio
+import datetime
+import decimal
+import enum
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
@@ -53,6 +57,26 @@ class Bounded(el.EventData, frozen=True, tag="tests.bounded"):
     """A user-defined event kind with a constraint its decoder enforces."""
 
     score: Annotated[int, msgspec.Meta(ge=0)]
+
+
+@el.register_event_type
+class Typed(el.EventData, frozen=True, tag="tests.typed"):
+    """Fields both formats write as strings or numbers, whose decoders parse what they get."""
+
+    ident: uuid.UUID | None = None
+    when: datetime.datetime | None = None
+    amount: decimal.Decimal | None = None
+    names: dict[int, str] = msgspec.field(default_factory=dict)
+    either: bytes | int = 0
+    note: str = ""
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Shade(enum.StrEnum):
+    DARK = "dark"
 
 
 @el.register_event_type
@@ -285,6 +309,31 @@ class BackendContract:
             pytest.param(lambda: Rated(score="5"), id="wrong-type-user-class"),  # type: ignore[arg-type]
             pytest.param(lambda: Bounded(score=-1), id="constraint"),
             pytest.param(lambda: el.Custom(kind="k", data=_nested(5000)), id="nested-too-deep"),
+            # Values a decoder would take, but return as something else:
+            pytest.param(lambda: Typed(note=uuid.UUID(int=1)), id="uuid-in-str"),  # type: ignore[arg-type]
+            pytest.param(lambda: Typed(note=b"\x01sig"), id="bytes-in-str"),  # type: ignore[arg-type]
+            pytest.param(lambda: Typed(note=Color.RED), id="enum-in-str"),  # type: ignore[arg-type]
+            pytest.param(
+                lambda: Typed(note=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)),  # type: ignore[arg-type]
+                id="datetime-in-str",
+            ),
+            pytest.param(lambda: Typed(ident=str(uuid.UUID(int=1))), id="str-in-uuid"),  # type: ignore[arg-type]
+            pytest.param(lambda: Typed(when="2026-01-01T00:00:00Z"), id="str-in-datetime"),  # type: ignore[arg-type]
+            pytest.param(lambda: Typed(amount="1.5"), id="str-in-decimal"),  # type: ignore[arg-type]
+            pytest.param(lambda: Typed(names={"1": "a"}), id="str-key-in-int-dict"),  # type: ignore[dict-item]
+            pytest.param(lambda: Typed(either="aGVsbG8="), id="str-in-bytes-or-int"),  # type: ignore[arg-type]
+            pytest.param(
+                lambda: el.ModelOutput(parts=(el.ReasoningPart(signature=b"\x01sig"),)),  # type: ignore[arg-type]
+                id="bytes-in-builtin-str",
+            ),
+            pytest.param(
+                lambda: el.Event(data=el.Checkpoint(label="x"), meta={"id": uuid.UUID(int=1)}),
+                id="uuid-in-meta",
+            ),
+            pytest.param(
+                lambda: el.Event(data=el.Checkpoint(label="x"), meta={"c": Color.RED}),
+                id="enum-in-meta",
+            ),
         ],
     )
     def test_invalid_event_in_batch_writes_nothing(
@@ -297,6 +346,21 @@ class BackendContract:
         assert "event #2" in str(err.value)
         assert texts_of(store.read("s")) == ["m0"]
         assert store.head_position() == 1
+
+    def test_values_of_the_right_types_read_back_as_appended(self, store: el.Store) -> None:
+        """The counterpart of the refusals above; a StrEnum member reads back as its str."""
+        typed = Typed(
+            ident=uuid.UUID(int=1),
+            when=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+            amount=decimal.Decimal("1.50"),
+            names={1: "a"},
+            either=b"raw",
+            note=Shade.DARK,
+        )
+        store.append("s", [el.Event(data=typed, meta={"shade": Shade.DARK, "n": (1, 2)})])
+        (event,) = store.read("s")
+        assert event.data == typed and type(event.data.ident) is uuid.UUID
+        assert type(event.data.note) is str and event.meta == {"shade": "dark", "n": [1, 2]}
 
     def test_wrongly_typed_payload_error_says_where(self, store: el.Store) -> None:
         with pytest.raises(el.ValidationError, match=r"declared types.*\$\.sections\[0\]\.text"):

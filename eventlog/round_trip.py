@@ -1,0 +1,124 @@
+"""Whether a value reads back as itself: what append checks when the quick type check cannot.
+
+A typed decoder is lenient where a store must not be. MessagePack and JSON write UUIDs,
+datetimes, decimals and enums as strings, and the decoder of a `str` field takes them back as
+plain strings; a `UUID` field parses any string; JSON writes bytes as base64 text and its
+decoder of a `str` field keeps the text. So a payload that decodes can still read back as
+something else. `differs` compares what was appended with what the store would return, and
+names the first place they differ.
+
+Some changes are not differences, as the value reads back equal: a list and a tuple with the
+same items (a list in a tuple field reads back as a tuple; a tuple in an untyped place as a
+list), any dict as a plain dict, an int in a float field as the equal float, a str or int
+subclass (a `StrEnum`, an `IntEnum` member in a plain field) as the equal str or int, and a
+bytearray or memoryview as equal bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgspec
+
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+
+
+def plain(value: Any) -> bool:
+    """Whether an untyped value reads back as itself in both formats, by its types alone.
+
+    str, bool, None, 64-bit ints, floats, lists and tuples of them, str-keyed dicts of them.
+    (JSON's NaN and infinities are refused before this by `json_exact`.) A loop, not recursion:
+    any depth the encoder took is fine.
+    """
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    lo, hi = _INT_RANGE
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None or kind is float:
+            continue
+        if kind is int:
+            if not lo <= item <= hi:
+                return False
+        elif kind is list or kind is tuple:
+            extend(item)
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            extend(item.values())
+        else:
+            return False
+    return True
+
+
+def differs(original: Any, decoded: Any) -> str | None:
+    """Where `decoded` is not `original` (see the module), or None if it reads back as itself.
+
+    A loop over pairs still to compare, not recursion: any depth the encoder took is fine.
+    """
+    stack: list[tuple[Any, Any, str]] = [(original, decoded, "$")]
+    while stack:
+        a, b, path = stack.pop()
+        problem = _compare(a, b, path, stack)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _compare(a: Any, b: Any, path: str, todo: list[tuple[Any, Any, str]]) -> str | None:
+    """Compare one pair: a problem, or None after queueing the parts to compare (in `todo`)."""
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if isinstance(a, msgspec.Struct):
+            _fields(a, b, a.__struct_fields__, path, todo)
+            return None
+        if ta is dict:
+            return _items(a, b, path, todo)
+        if ta is list or ta is tuple:
+            return _sequence(a, b, path, todo)
+        if dataclasses.is_dataclass(a):
+            _fields(a, b, tuple(f.name for f in dataclasses.fields(a)), path, todo)
+            return None
+        if ta is float and a != a and b != b:  # NaN: kept by MessagePack
+            return None
+        return None if a == b else f"{path} would read back as {b!r}, not {a!r}"
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return _sequence(a, b, path, todo)
+    if isinstance(a, dict) and tb is dict:
+        return _items(a, b, path, todo)
+    if ta is int and tb is float and a == b:
+        return None
+    if (tb is str or tb is int) and isinstance(a, tb) and a == b:  # StrEnum, IntEnum members
+        return None
+    if isinstance(a, (bytearray, memoryview)) and tb is bytes and bytes(a) == b:
+        return None
+    return f"{path} is a {ta.__name__}, which would read back as a {tb.__name__} ({b!r})"
+
+
+Todo = list[tuple[Any, Any, str]]
+
+
+def _fields(a: Any, b: Any, names: tuple[str, ...], path: str, todo: Todo) -> None:
+    todo.extend((getattr(a, n), getattr(b, n), f"{path}.{n}") for n in reversed(names))
+
+
+def _items(a: dict[Any, Any], b: dict[Any, Any], path: str, todo: Todo) -> str | None:
+    if len(a) != len(b):
+        return f"{path} would read back with {len(b)} keys, not {len(a)}"
+    pairs = list(zip(a.items(), b.items(), strict=True))
+    for (ka, va), (kb, vb) in reversed(pairs):
+        todo.append((va, vb, f"{path}[{ka!r}]"))
+        todo.append((ka, kb, f"{path} key {ka!r}"))
+    return None
+
+
+def _sequence(a: Any, b: Any, path: str, todo: Todo) -> str | None:
+    if len(a) != len(b):
+        return f"{path} would read back with {len(b)} items, not {len(a)}"
+    todo.extend(
+        (x, y, f"{path}[{i}]") for i, (x, y) in reversed(list(enumerate(zip(a, b, strict=True))))
+    )
+    return None
