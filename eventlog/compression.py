@@ -160,6 +160,8 @@ class Compression:
         codec = rec.codec
         if codec == PLAIN:
             return rec.data
+        if type(rec.data) is not bytes:  # a file edited by another tool (text in a blob column)
+            raise _corrupt(rec, location, f"payload is stored as {type(rec.data).__name__}")
         if codec == ZSTD:
             return self._decompress(rec, None, rec.data, location)
         if codec == ZSTD_DICT:

@@ -106,18 +106,20 @@ def _forks_within(source: Store, head: int) -> dict[str, ForkInfo]:
     """
     every = {f.stream: f for f in source.forks()}
     kept: dict[str, bool] = {}
-
-    def keep(fork: ForkInfo) -> bool:
-        known = kept.get(fork.stream)
-        if known is None:
-            parent = every.get(fork.parent)
-            known = (parent is None or keep(parent)) and source._record_at(
-                fork.parent, fork.at_seq
-            ).position <= head
-            kept[fork.stream] = known
-        return known
-
-    return {name: fork for name, fork in every.items() if keep(fork)}
+    for fork in every.values():
+        chain = []  # this fork and its unresolved fork ancestors, nearest first (a loop: any depth)
+        link: ForkInfo | None = fork
+        while link is not None and link.stream not in kept:
+            chain.append(link)
+            link = every.get(link.parent)
+            if len(chain) > len(every):
+                raise CorruptionError("fork ancestry loops", stream=fork.stream)
+        for link in reversed(chain):  # the oldest ancestor first
+            parent_kept = kept.get(link.parent, True)  # a root parent is no fork: kept
+            kept[link.stream] = (
+                parent_kept and source._record_at(link.parent, link.at_seq).position <= head
+            )
+    return {name: fork for name, fork in every.items() if kept[name]}
 
 
 def _check(

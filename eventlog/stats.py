@@ -65,7 +65,8 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
         if not page:
             break
         for rec in page:
-            size = len(rec.data)
+            data = rec.data
+            size = len(data) if isinstance(data, (bytes, str)) else 0  # damage: verify says so
             entry = counts.get(rec.type)
             if entry is None:
                 counts[rec.type] = [1, size]

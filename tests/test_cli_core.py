@@ -159,3 +159,16 @@ def test_import_registers_an_applications_event_types(tmp_path: Path) -> None:
     missing = cli("--import", "no_such_module", "--store", url, "verify")
     assert missing.returncode == 2
     assert "cannot import 'no_such_module'" in missing.stderr
+
+
+def test_verify_prints_a_damaged_event_id_as_text(tmp_path: Path) -> None:
+    url = f"jsonl://{tmp_path}/j"
+    with el.open(url) as store:
+        (event,) = store.append("s", [el.Checkpoint(label="x")])
+        path = store.backend.stream_path("s")  # type: ignore[attr-defined]
+    damaged = "[/x]" + event.id[4:]
+    path.write_text(path.read_text().replace(event.id, damaged))
+    done = run("verify", store=url)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert damaged in done.stdout + done.stderr

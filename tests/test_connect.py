@@ -19,6 +19,12 @@ import eventlog as el
         ("memory://?poll_interval=soon", el.UsageError, "poll_interval must be a number"),
         ("memory://?poll_interval=inf", el.UsageError, "poll_interval must be finite"),
         ("memory://?poll_interval=nan", el.UsageError, "poll_interval must be finite"),
+        ("lmdb:///tmp/x?map_size=" + "1" * 24, el.UsageError, "map_size must be between 1"),
+        ("lmdb:///tmp/x?max_readers=100000000000", el.UsageError, "max_readers must be between"),
+        ("jsonl:///tmp/x?lock_timeout=nan", el.UsageError, "lock_timeout must be a number"),
+        ("jsonl:///tmp/x?lock_timeout=inf", el.UsageError, "lock_timeout must be a number"),
+        ("sqlite:///tmp/x.db?busy_timeout=-5", el.UsageError, "busy_timeout must be a number"),
+        ("sqlite:///tmp/x.db?busy_timeout=nan", el.UsageError, "busy_timeout must be a number"),
     ],
 )
 def test_bad_urls(url: str, error: type[Exception], match: str) -> None:

@@ -263,6 +263,21 @@ def test_long_interleaved_store(url_of: Callable[[str], str]) -> None:
             assert target.verify().ok
 
 
+def test_a_fork_chain_deeper_than_the_recursion_limit(url_of: Callable[[str], str]) -> None:
+    """1100 forks, each of the one before; the deepest sorts first by name."""
+    with el.open(url_of("memory")) as source, el.open(url_of("memory")) as target:
+        source.append("root", [el.Checkpoint(label="r")])
+        parent = "root"
+        for depth in range(1100):
+            name = f"f{1100 - depth:05d}"
+            source.fork(parent, name, at_seq=depth + 1)
+            source.append(name, [el.Checkpoint(label=name)])
+            parent = name
+        report = copy_store(source, target)
+        assert (report.forks, report.events) == (1100, 1101)
+        assert [e.id for e in target.read(parent)] == [e.id for e in source.read(parent)]
+
+
 def _cli(*args: str, store: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "eventlog", "--store", store, *args],

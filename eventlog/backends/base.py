@@ -9,12 +9,15 @@ resolves reads through ancestors.
 from __future__ import annotations
 
 import enum
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import msgspec
+
+from eventlog.errors import UsageError
 
 if TYPE_CHECKING:
     from eventlog.backends.envelope import PackedRow
@@ -103,6 +106,17 @@ class Conflict(Exception):
     def __init__(self, kind: Literal["seq", "id", "fork"], detail: str = ""):
         self.kind = kind
         super().__init__(f"{kind} conflict {detail}".strip())
+
+
+def seconds_option(name: str, raw: str) -> float:
+    """A URL option that is a number of seconds: finite and not negative, or a UsageError."""
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise UsageError(f"option {name} must be a number of seconds (>= 0), got {raw!r}")
+    return seconds
 
 
 class Backend(ABC):

@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from eventlog.backends.base import Backend, Conflict, Durability, ForkInfo, Record, StreamInfo
+from eventlog.backends.base import (
+    Backend,
+    Conflict,
+    Durability,
+    ForkInfo,
+    Record,
+    StreamInfo,
+    seconds_option,
+)
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.jsonl_names import is_stem, stem_for
 from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
@@ -1278,10 +1286,9 @@ class JSONLBackend(Backend):
             raise UsageError(f"unknown option(s) for jsonl://: {', '.join(sorted(opts))}")
         if not path:
             raise UsageError(f"{url!r} names no directory (use jsonl:///path/to/dir)")
-        try:
-            seconds = DEFAULT_LOCK_TIMEOUT if timeout is None else float(timeout)
-        except ValueError:
-            raise UsageError(f"lock_timeout must be a number of seconds, got {timeout!r}") from None
+        seconds = (
+            DEFAULT_LOCK_TIMEOUT if timeout is None else seconds_option("lock_timeout", timeout)
+        )
         try:
             return cls(path, lock_timeout=seconds)
         except (NotADirectoryError, FileExistsError) as exc:

@@ -1011,11 +1011,17 @@ class LMDBBackend(Backend):
                     kwargs[name] = int(raw)
                 except ValueError:
                     raise UsageError(f"option {name} must be an integer, got {raw!r}") from None
-                if kwargs[name] < 1:
-                    raise UsageError(f"option {name} must be positive, got {raw!r}")
+                if not 1 <= kwargs[name] <= _OPTION_MAX[name]:
+                    raise UsageError(
+                        f"option {name} must be between 1 and {_OPTION_MAX[name]}, got {raw!r}"
+                    )
         if opts:
             raise UsageError(f"unknown option(s) for lmdb://: {', '.join(sorted(opts))}")
         return cls(path, **kwargs)
+
+
+_OPTION_MAX = {"map_size": 2**62, "max_readers": 2**31 - 1}
+"""What LMDB takes (a size_t, an unsigned int): larger values overflow."""
 
 
 def _decoded(

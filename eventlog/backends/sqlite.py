@@ -27,6 +27,7 @@ from eventlog.backends.base import (
     Record,
     SearchHit,
     StreamInfo,
+    seconds_option,
 )
 from eventlog.backends.envelope import (
     PackedRow,
@@ -515,12 +516,7 @@ class SQLiteBackend(Backend):
         check = options.get("check", "none")
         if check not in {"none", "quick"}:
             raise UsageError(f"option check must be 'none' or 'quick', got {check!r}")
-        try:
-            timeout = float(options.get("busy_timeout", "10"))
-        except ValueError:
-            raise UsageError(
-                f"option busy_timeout must be a number of seconds, got {options['busy_timeout']!r}"
-            ) from None
+        timeout = seconds_option("busy_timeout", options.get("busy_timeout", "10"))
         return cls(database_path(path), search=search, busy_timeout=timeout, check=check == "quick")
 
 

@@ -95,7 +95,8 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool) -> None:
     else:
         for p in report.problems:
             console.print(
-                f"[red]{escape(p.stream)} seq {p.seq}[/red] ({p.event_id}): {escape(p.message)}"
+                f"[red]{escape(p.stream)} seq {p.seq}[/red] "
+                f"({escape(str(p.event_id))}): {escape(p.message)}"
             )
         status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
         console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")

@@ -29,6 +29,7 @@ from eventlog.backends.sqlite_checkpoint import (
     Checkpointer,
 )
 from eventlog.errors import BackendUnavailableError
+from eventlog.stats import store_stats
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -361,6 +362,22 @@ def test_values_of_the_wrong_sql_type_are_corruption(
             list(store.read_all())
         (problem,) = store.verify().problems
         assert problem.stream == "s" and re.search(message, problem.message)
+
+
+def test_a_compressed_payload_stored_as_text_is_corruption(tmp_path: Path) -> None:
+    pytest.importorskip("zstandard")
+    path = tmp_path / "z.db"
+    url = url_for(path, compression="zstd", compress_min_bytes="0")
+    with el.open(url) as store:
+        store.append("s", text_events(2))
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE events SET data = 'text' WHERE seq = 2")
+    with el.open(url) as store:
+        with pytest.raises(el.CorruptionError, match="payload is stored as str"):
+            list(store.read("s"))
+        (problem,) = store.verify().problems
+        assert problem.seq == 2 and "stored as str" in problem.message
+        assert store_stats(store).events == 2
 
 
 # -- opening bad files: clear errors, nothing modified ------------------------------------------
