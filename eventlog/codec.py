@@ -44,6 +44,7 @@ Format = Literal["msgpack", "json"]
 
 _uuid_match = UUID_PATTERN.match
 _bad_char = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]").search
+_surrogate = re.compile(r"[\ud800-\udfff]").search
 """Control characters, and lone surrogates (no UTF-8 form: no file name, key or column)."""
 GENESIS = bytes(32)
 """The previous hash of a stream's first event."""
@@ -297,6 +298,8 @@ class Codec:
                 field="data",
                 index=index,
             )
+        if self.format == "json" and b"\n" in plain:
+            raise _line_break("data", index)
         try:
             if kind.decodes is not None and kind.decodes(data):
                 return plain
@@ -307,6 +310,12 @@ class Codec:
         except msgspec.MsgspecError as exc:
             raise ValidationError(
                 f"does not match its declared types, so it could not be read back: {exc}",
+                field="data",
+                index=index,
+            ) from None
+        except Exception as exc:  # a __post_init__ raising something else on these values
+            raise ValidationError(
+                f"could not be read back: decoding it raised {type(exc).__name__}: {exc}",
                 field="data",
                 index=index,
             ) from None
@@ -360,8 +369,16 @@ class Codec:
                 field="meta",
                 index=index,
             )
+        if self.format == "json" and b"\n" in encoded:
+            raise _line_break("meta", index)
         if not plain_value(meta):  # a UUID, an enum, a datetime...: does it read back?
-            _check_reads_back(meta, self._meta_decoder.decode(encoded), "meta", index)
+            try:
+                decoded = self._meta_decoder.decode(encoded)
+            except msgspec.MsgspecError as exc:  # an Ext or a Raw value, say
+                raise ValidationError(
+                    f"could not be read back: {exc}", field="meta", index=index
+                ) from None
+            _check_reads_back(meta, decoded, "meta", index)
         return encoded
 
     def payload_types(self) -> PayloadTypes | None:
@@ -569,6 +586,24 @@ def _check_reads_back(value: object, decoded: object, field: str, index: int) ->
         raise ValidationError(f"would not read back as appended: {where}", field=field, index=index)
 
 
+def _line_break(field: str, index: int) -> ValidationError:
+    """The error for JSON text holding a raw line break (a `msgspec.Raw` value, say).
+
+    msgspec escapes line breaks inside strings; only JSON given as is can hold one, and in a
+    JSONL store it would split the event's line in two.
+    """
+    return ValidationError(
+        "holds JSON text with a line break (a msgspec.Raw value?), which would split its line "
+        "in a JSONL store",
+        field=field,
+        index=index,
+    )
+
+
 def _check_link(value: object, name: str, index: int) -> None:
-    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 128):
-        raise ValidationError("must be a string of 1-128 characters", field=name, index=index)
+    if value is not None and (
+        type(value) is not str or not 0 < len(value) <= 128 or _surrogate(value)
+    ):
+        raise ValidationError(
+            "must be a str of 1-128 characters (no lone surrogates)", field=name, index=index
+        )

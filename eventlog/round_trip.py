@@ -7,16 +7,21 @@ decoder of a `str` field keeps the text. So a payload that decodes can still rea
 something else. `differs` compares what was appended with what the store would return, and
 names the first place they differ.
 
-Some changes are not differences, as the value reads back equal: a list and a tuple with the
-same items (a list in a tuple field reads back as a tuple; a tuple in an untyped place as a
-list), any dict as a plain dict, an int in a float field as the equal float, a str or int
-subclass (a `StrEnum`, an `IntEnum` member in a plain field) as the equal str or int, and a
-bytearray or memoryview as equal bytes.
+Some changes are not differences, as the value reads back equal: a list and a tuple (named or
+not) with the same items (a list in a tuple field reads back as a tuple; a tuple in an untyped
+place as a list), a set and a frozenset with the same items, any dict as a plain dict, an int
+in a float field as the equal float, a str or int subclass (a `StrEnum`, an `IntEnum` member
+in a plain field) as the equal str or int, and a bytearray or memoryview as equal bytes. Where
+Python's `==` is not strict enough, it is made so: a datetime must keep its tzinfo and fold
+(MessagePack reads an aware datetime back in UTC: the same instant, another value), a Decimal
+its exact digits.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 from typing import Any
 
 import msgspec
@@ -77,19 +82,19 @@ def _compare(a: Any, b: Any, path: str, todo: list[tuple[Any, Any, str]]) -> str
             return None
         if ta is dict:
             return _items(a, b, path, todo)
-        if ta is list or ta is tuple:
+        if isinstance(a, (list, tuple)):  # NamedTuples too: item by item (NaN is kept)
             return _sequence(a, b, path, todo)
         if dataclasses.is_dataclass(a):
             _fields(a, b, tuple(f.name for f in dataclasses.fields(a)), path, todo)
             return None
-        if ta is float and a != a and b != b:  # NaN: kept by MessagePack
-            return None
-        return None if a == b else f"{path} would read back as {b!r}, not {a!r}"
+        return _scalar(a, b, path)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return _sequence(a, b, path, todo)
     if isinstance(a, dict) and tb is dict:
         return _items(a, b, path, todo)
-    if ta is int and tb is float and a == b:
+    if isinstance(a, (set, frozenset)) and isinstance(b, (set, frozenset)) and a == b:
+        return None
+    if isinstance(a, int) and not isinstance(a, bool) and tb is float and a == b:
         return None
     if (tb is str or tb is int) and isinstance(a, tb) and a == b:  # StrEnum, IntEnum members
         return None
@@ -99,6 +104,23 @@ def _compare(a: Any, b: Any, path: str, todo: list[tuple[Any, Any, str]]) -> str
 
 
 Todo = list[tuple[Any, Any, str]]
+
+
+def _scalar(a: Any, b: Any, path: str) -> str | None:
+    """Two values of one type that hold no other values to compare."""
+    if isinstance(a, float) and a != a and b != b:  # NaN: kept by MessagePack
+        return None
+    if isinstance(a, decimal.Decimal):  # exact, NaN and sNaN included: 1.50 is not 1.5
+        same = a.compare_total(b) == 0
+    elif isinstance(a, (datetime.datetime, datetime.time)):
+        # Equal instants are not enough: MessagePack reads an aware datetime back in UTC.
+        same = a == b and a.tzinfo == b.tzinfo and a.fold == b.fold
+    else:
+        try:
+            same = bool(a == b)
+        except Exception:  # a value that cannot be compared cannot be shown to read back
+            same = False
+    return None if same else f"{path} would read back as {b!r}, not {a!r}"
 
 
 def _fields(a: Any, b: Any, names: tuple[str, ...], path: str, todo: Todo) -> None:

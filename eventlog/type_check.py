@@ -15,7 +15,9 @@ Why a yes is exact: the value was just encoded by msgspec (so its strings are va
 its ints fit the format), every field holds exactly the type its decoder accepts (a tuple in a
 tuple field, not a list: the values `__post_init__` sees are the ones decode gives it), and
 each record's `__post_init__` runs again in the check, as decode would run it (a field may have
-been changed since the record was built: a mutable nested Struct, `force_setattr`).
+been changed since the record was built, with `force_setattr` or in a mutable nested Struct).
+A mutable Struct with a `__post_init__` is left to the decoder: the check must not change the
+caller's payload.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def fast_check(cls: type) -> Check | None:
     """The generated check for a Struct class, or None if it holds a type left to the decoder."""
     try:
         return _Builder().build(cls)
-    except _Unsupported:
+    except Exception:  # _Unsupported, or a class the generator trips on: decode always
         return None
 
 
@@ -105,8 +107,13 @@ class _Builder:
         info = mi.type_info(cls)
         if not isinstance(info, mi.StructType) or info.array_like:
             raise _Unsupported(f"{cls!r} is not a plain Struct")
+        post_init = hasattr(cls, "__post_init__")
+        if post_init and not cls.__struct_config__.frozen:  # type: ignore[attr-defined]
+            # Its __post_init__ may change the record, and the check must not change the
+            # caller's payload: decode runs it on a copy instead.
+            raise _Unsupported(f"{cls.__name__} is mutable and has a __post_init__")
         self.building.add(cls)
-        name = self.fresh(f"check_{cls.__name__}_")
+        name = self.fresh("check_struct_")
         lines = [f"def {name}(v):"]
         for field in info.fields:
             key = field.name
@@ -114,7 +121,7 @@ class _Builder:
                 raise _Unsupported(f"field name {key!r}")
             lines.append(f"    x = v.{key}")
             lines.extend(self.value(field.type, "x", 1))
-        if hasattr(cls, "__post_init__"):  # as decode will: fields may have changed since
+        if post_init:  # as decode will: a field may have been changed since (force_setattr)
             lines += ["    try:", "        v.__post_init__()", "    except Exception:"]
             lines += ["        return False"]
         lines.append("    return True")
