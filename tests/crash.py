@@ -39,7 +39,14 @@ def _run_and_kill(
         raise AssertionError(f"crash worker died before appending: {err}")
     time.sleep(rng.uniform(0.05, 0.6))
     proc.send_signal(signal.SIGKILL)
-    rest, err = proc.communicate(timeout=30)
+    # Read the rest through the same buffered reader: `readline` may have buffered lines past
+    # the first (the worker runs ahead under load), and `communicate` would read the pipe's
+    # file descriptor directly, skipping them and starting mid-line.
+    rest = proc.stdout.read()
+    proc.stdout.close()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    proc.wait(timeout=30)
     acked: list[str] = []
     for line in [first, *rest.splitlines(keepends=True)]:
         if not line.endswith(b"\n"):
