@@ -15,6 +15,7 @@ import msgspec
 import uuid_utils
 
 from eventlog.errors import UsageError
+from eventlog.type_check import validating_post_init
 
 # ---------------------------------------------------------------------------------------------
 # Payload base and registry
@@ -101,6 +102,7 @@ class Section(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The shortest variant used when the entry is downgraded to Gist."""
 
 
+@validating_post_init
 class Attachment(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An image or file given to the model: inline bytes or a reference, never both."""
 
@@ -248,6 +250,7 @@ class SystemInstructionSet(EventData, frozen=True, tag="system_instruction_set")
     text: str
 
 
+@validating_post_init
 class ToolsetDefined(EventData, frozen=True, tag="toolset_defined"):
     """The tools the model may call from this point on."""
 
@@ -259,6 +262,7 @@ class ToolsetDefined(EventData, frozen=True, tag="toolset_defined"):
             raise ValueError(f"tool names must be unique, got {names}")
 
 
+@validating_post_init
 class ModelInput(EventData, frozen=True, tag="model_input"):
     """What the user (or the host) gives the model: ordered sections and attachments."""
 
@@ -280,6 +284,7 @@ class ModelInput(EventData, frozen=True, tag="model_input"):
         return "\n\n".join(s.text for s in self.sections)
 
 
+@validating_post_init
 class ModelOutput(EventData, frozen=True, tag="model_output"):
     """One finished model response."""
 
@@ -311,6 +316,7 @@ class ToolResults(EventData, frozen=True, tag="tool_results"):
     """Set when the host failed to execute the calls as a whole."""
 
 
+@validating_post_init
 class Compaction(EventData, frozen=True, tag="compaction"):
     """From now on, seqs first_seq..last_seq are represented by `summary` in context windows."""
 
@@ -326,6 +332,7 @@ class Compaction(EventData, frozen=True, tag="compaction"):
             )
 
 
+@validating_post_init
 class Checkpoint(EventData, frozen=True, tag="checkpoint"):
     """A named point in the stream to fork or return to."""
 

@@ -16,8 +16,9 @@ its ints fit the format), every field holds exactly the type its decoder accepts
 tuple field, not a list: the values `__post_init__` sees are the ones decode gives it), and
 each record's `__post_init__` runs again in the check, as decode would run it (a field may have
 been changed since the record was built, with `force_setattr` or in a mutable nested Struct).
-A mutable Struct with a `__post_init__` is left to the decoder: the check must not change the
-caller's payload.
+That is only done for classes whose `__post_init__` is known to check and never change the
+record (`validating_post_init`): any other is left to the decoder, which runs it on a copy, as
+the check must not change the caller's payload.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import functools
 import keyword
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from msgspec import inspect as mi
 
@@ -51,6 +52,23 @@ _SCALARS: dict[type[mi.Type], tuple[str, tuple[str, ...]]] = {
     mi.BytesType: ("type({v}) is not bytes", ("min_length", "max_length")),
 }
 """Scalar types -> (the test that fails the check, the constraints that rule the type out)."""
+
+
+_VALIDATING: set[type] = set()
+"""Struct classes whose `__post_init__` only raises, never changes the record."""
+
+S = TypeVar("S", bound=type)
+
+
+def validating_post_init(cls: S) -> S:
+    """Mark a Struct class whose `__post_init__` only checks (raises), never changes, the record.
+
+    The quick check may then run it on the caller's payload, and keep its fast path for the
+    class; for any other class with a `__post_init__`, payloads are decoded on append.
+    """
+    _VALIDATING.add(cls)
+    fast_check.cache_clear()
+    return cls
 
 
 class _Unsupported(Exception):
@@ -108,10 +126,10 @@ class _Builder:
         if not isinstance(info, mi.StructType) or info.array_like:
             raise _Unsupported(f"{cls!r} is not a plain Struct")
         post_init = hasattr(cls, "__post_init__")
-        if post_init and not cls.__struct_config__.frozen:  # type: ignore[attr-defined]
-            # Its __post_init__ may change the record, and the check must not change the
-            # caller's payload: decode runs it on a copy instead.
-            raise _Unsupported(f"{cls.__name__} is mutable and has a __post_init__")
+        if post_init and cls not in _VALIDATING:
+            # It may change the record (force_setattr normalizes even frozen ones), and the
+            # check must not change the caller's payload: decode runs it on a copy instead.
+            raise _Unsupported(f"{cls.__name__} has a __post_init__ not known to only check")
         self.building.add(cls)
         name = self.fresh("check_struct_")
         lines = [f"def {name}(v):"]

@@ -115,6 +115,27 @@ class Holder(el.EventData, frozen=True, tag="tests.round_trip.holder"):
     strict: Strict = msgspec.field(default_factory=Strict)
 
 
+def _lower(self: Any) -> None:
+    msgspec.structs.force_setattr(self, "name", self.name.lower())
+
+
+Lowered = msgspec.defstruct(
+    "Lowered",
+    [("name", str)],
+    bases=(el.EventData,),
+    frozen=True,
+    tag="tests.round_trip.lowered",
+    namespace={"__post_init__": _lower},
+)
+"""Frozen, with a `__post_init__` that normalizes (msgspec's idiom for frozen Structs)."""
+el.register_event_type(Lowered)
+
+
+@el.register_event_type
+class Blob(el.EventData, frozen=True, tag="tests.round_trip.blob"):
+    data: bytes = b""
+
+
 Dotted = msgspec.defstruct(
     "tool.call.v2", [("n", int, 0)], bases=(el.EventData,), frozen=True, tag="tests.dotted"
 )
@@ -141,6 +162,14 @@ def test_values_that_read_back_changed_are_refused(
         with pytest.raises(el.ValidationError, match=r"\$\.item\.name would read back"):
             store.append("s", [box])
         assert inner.name == "  padded  "  # the check left the caller's value alone
+        lowered = Lowered(name="x")
+        msgspec.structs.force_setattr(lowered, "name", "ABC")
+        with pytest.raises(el.ValidationError, match=r"\$\.name would read back as 'abc'"):
+            store.append("s", [lowered])
+        assert lowered.name == "ABC"  # type: ignore[attr-defined]
+        strided = memoryview(b"abcd")[::2]
+        with pytest.raises(el.ValidationError, match="data"):
+            store.append("s", [Blob(data=strided)])  # type: ignore[arg-type]
         broken = Holder()
         msgspec.structs.force_setattr(broken.strict, "key", "other")
         with pytest.raises(el.ValidationError, match="raised KeyError"):
@@ -178,3 +207,8 @@ def test_raw_json_with_a_line_break_is_refused_by_jsonl(tmp_path: Any) -> None:
         store.append("s", [el.Checkpoint(label="after")])
         assert [e.seq for e in store.read("s")] == [1, 2]
     assert fast_check(Carrier) is None  # Raw: left to the decoder
+
+
+def test_only_validating_post_inits_run_in_the_quick_check() -> None:
+    assert fast_check(Lowered) is None
+    assert fast_check(el.ModelOutput) is not None  # its __post_init__ only raises
