@@ -76,31 +76,33 @@ def differs(original: Any, decoded: Any) -> str | None:
 def _compare(a: Any, b: Any, path: str, todo: list[tuple[Any, Any, str]]) -> str | None:
     """Compare one pair: a problem, or None after queueing the parts to compare (in `todo`)."""
     ta, tb = type(a), type(b)
-    if ta is tb:
-        if isinstance(a, msgspec.Struct):
-            _fields(a, b, a.__struct_fields__, path, todo)
-            return None
-        if ta is dict:
-            return _items(a, b, path, todo)
-        if isinstance(a, (list, tuple)):  # NamedTuples too: item by item (NaN is kept)
-            return _sequence(a, b, path, todo)
-        if dataclasses.is_dataclass(a):
-            _fields(a, b, tuple(f.name for f in dataclasses.fields(a)), path, todo)
-            return None
-        return _scalar(a, b, path)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return _sequence(a, b, path, todo)
-    if isinstance(a, dict) and tb is dict:
-        return _items(a, b, path, todo)
-    if isinstance(a, (set, frozenset)) and isinstance(b, (set, frozenset)) and a == b:
+    if ta is tb and isinstance(a, msgspec.Struct):
+        _fields(a, b, a.__struct_fields__, path, todo)
         return None
+    if ta is tb and dataclasses.is_dataclass(a):
+        _fields(a, b, tuple(f.name for f in dataclasses.fields(a)), path, todo)
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):  # NamedTuples too
+        return _sequence(a, b, path, todo)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return _items(a, b, path, todo)
+    if isinstance(a, (set, frozenset)) and isinstance(b, (set, frozenset)):
+        return _sets(a, b, path)
+    if ta is tb:
+        return _scalar(a, b, path)
+    return _converted(a, b, path)
+
+
+def _converted(a: Any, b: Any, path: str) -> str | None:
+    """A value that reads back as another type: fine only as one of the equal normalizations."""
+    tb = type(b)
     if isinstance(a, int) and not isinstance(a, bool) and tb is float and a == b:
         return None
     if (tb is str or tb is int) and isinstance(a, tb) and a == b:  # StrEnum, IntEnum members
         return None
     if isinstance(a, (bytearray, memoryview)) and tb is bytes and bytes(a) == b:
         return None
-    return f"{path} is a {ta.__name__}, which would read back as a {tb.__name__} ({b!r})"
+    return f"{path} is a {type(a).__name__}, which would read back as a {tb.__name__} ({b!r})"
 
 
 Todo = list[tuple[Any, Any, str]]
@@ -113,14 +115,29 @@ def _scalar(a: Any, b: Any, path: str) -> str | None:
     if isinstance(a, decimal.Decimal):  # exact, NaN and sNaN included: 1.50 is not 1.5
         same = a.compare_total(b) == 0
     elif isinstance(a, (datetime.datetime, datetime.time)):
-        # Equal instants are not enough: MessagePack reads an aware datetime back in UTC.
-        same = a == b and a.tzinfo == b.tzinfo and a.fold == b.fold
+        # Equal instants are not enough: MessagePack reads an aware datetime back in UTC. Nor
+        # are equal offsets: a ZoneInfo or a named timezone would lose its name.
+        same = a == b and repr(a.tzinfo) == repr(b.tzinfo) and a.fold == b.fold
     else:
         try:
             same = bool(a == b)
         except Exception:  # a value that cannot be compared cannot be shown to read back
             same = False
     return None if same else f"{path} would read back as {b!r}, not {a!r}"
+
+
+def _sets(a: Any, b: Any, path: str) -> str | None:
+    """Two sets, item by item by type and representation.
+
+    `==` finds set items equal across types and time zones (1 and 1.0, one instant in two
+    zones), and a set has no order to pair its items by.
+    """
+    same = _set_items(a) == _set_items(b)
+    return None if same else f"{path} would read back as {b!r}, not {a!r}"
+
+
+def _set_items(items: Any) -> list[tuple[str, str]]:
+    return sorted((type(x).__qualname__, repr(x)) for x in items)
 
 
 def _fields(a: Any, b: Any, names: tuple[str, ...], path: str, todo: Todo) -> None:

@@ -63,6 +63,22 @@ class Shade(enum.StrEnum):
             "would read back",
         ),
         ([1, 2], [1], "$ would read back with 1 items, not 2"),
+        (frozenset({1}), frozenset({1.0}), "would read back as frozenset({1.0})"),
+        (
+            {datetime.datetime(2026, 7, 1, 12, tzinfo=PARIS)},
+            {datetime.datetime(2026, 7, 1, 12, tzinfo=PLUS_2)},
+            "would read back",
+        ),
+        (
+            datetime.time(9, tzinfo=datetime.timezone(datetime.timedelta(hours=2), "CEST")),
+            datetime.time(9, tzinfo=PLUS_2),
+            "would read back",
+        ),
+        (
+            {datetime.datetime(2026, 7, 1, 12, tzinfo=PLUS_2)},
+            frozenset({datetime.datetime(2026, 7, 1, 12, tzinfo=PLUS_2)}),
+            None,
+        ),
     ],
 )
 def test_differs(original: Any, decoded: Any, problem: str | None) -> None:
