@@ -286,7 +286,7 @@ class Codec:
         """A payload's bytes, once it is known to read back as itself (see `_Kind.decode`)."""
         try:
             plain: bytes = self._encode(data)
-        except (TypeError, ValueError, OverflowError, BufferError) as exc:
+        except (TypeError, ValueError, OverflowError, BufferError, AttributeError) as exc:
             raise ValidationError(f"cannot be encoded: {exc}", field="data", index=index) from exc
         except RecursionError:
             raise ValidationError(
@@ -357,7 +357,7 @@ class Codec:
             _check_json(meta, "meta", check_untyped, index)
         try:
             encoded = self._encode(meta)
-        except (TypeError, ValueError, OverflowError, BufferError) as exc:
+        except (TypeError, ValueError, OverflowError, BufferError, AttributeError) as exc:
             raise ValidationError(f"cannot be encoded: {exc}", field="meta", index=index) from exc
         except RecursionError:
             raise ValidationError(

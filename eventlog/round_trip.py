@@ -73,6 +73,16 @@ def differs(original: Any, decoded: Any) -> str | None:
     return None
 
 
+class _Unset:
+    """An attribute deleted from a mutable record (`del record.field`)."""
+
+    def __repr__(self) -> str:
+        return "unset"
+
+
+_UNSET = _Unset()
+
+
 def _compare(a: Any, b: Any, path: str, todo: list[tuple[Any, Any, str]]) -> str | None:
     """Compare one pair: a problem, or None after queueing the parts to compare (in `todo`)."""
     ta, tb = type(a), type(b)
@@ -102,7 +112,7 @@ def _converted(a: Any, b: Any, path: str) -> str | None:
         return None
     if isinstance(a, (bytearray, memoryview)) and tb is bytes and bytes(a) == b:
         return None
-    return f"{path} is a {type(a).__name__}, which would read back as a {tb.__name__} ({b!r})"
+    return f"{path} is a {type(a).__name__}, which would read back as a {tb.__name__} ({_show(b)})"
 
 
 Todo = list[tuple[Any, Any, str]]
@@ -123,25 +133,44 @@ def _scalar(a: Any, b: Any, path: str) -> str | None:
             same = bool(a == b)
         except Exception:  # a value that cannot be compared cannot be shown to read back
             same = False
-    return None if same else f"{path} would read back as {b!r}, not {a!r}"
+    return None if same else f"{path} would read back as {_show(b)}, not {_show(a)}"
 
 
 def _sets(a: Any, b: Any, path: str) -> str | None:
-    """Two sets, item by item by type and representation.
+    """Two sets, item by item: each item must read back as one of the other's.
 
     `==` finds set items equal across types and time zones (1 and 1.0, one instant in two
-    zones), and a set has no order to pair its items by.
+    zones), so items are paired by hash (equal items hash alike) and compared as any value.
     """
-    same = _set_items(a) == _set_items(b)
-    return None if same else f"{path} would read back as {b!r}, not {a!r}"
+    if len(a) != len(b):
+        return f"{path} would read back with {len(b)} items, not {len(a)}"
+    buckets: dict[int, list[Any]] = {}
+    for y in b:
+        buckets.setdefault(hash(y), []).append(y)
+    for x in a:
+        group = buckets.get(hash(x), [])
+        for i, y in enumerate(group):
+            if differs(x, y) is None:
+                del group[i]
+                break
+        else:
+            return f"{path} item {_show(x)} would not read back as itself"
+    return None
 
 
-def _set_items(items: Any) -> list[tuple[str, str]]:
-    return sorted((type(x).__qualname__, repr(x)) for x in items)
+def _show(value: Any) -> str:
+    """A value for a message (its repr, or its type if that fails)."""
+    try:
+        shown = repr(value)
+    except Exception:  # a user's __repr__
+        return f"<{type(value).__name__}>"
+    return shown if len(shown) <= 200 else shown[:200] + "..."
 
 
 def _fields(a: Any, b: Any, names: tuple[str, ...], path: str, todo: Todo) -> None:
-    todo.extend((getattr(a, n), getattr(b, n), f"{path}.{n}") for n in reversed(names))
+    todo.extend(
+        (getattr(a, n, _UNSET), getattr(b, n, _UNSET), f"{path}.{n}") for n in reversed(names)
+    )
 
 
 def _items(a: dict[Any, Any], b: dict[Any, Any], path: str, todo: Todo) -> str | None:
@@ -149,8 +178,8 @@ def _items(a: dict[Any, Any], b: dict[Any, Any], path: str, todo: Todo) -> str |
         return f"{path} would read back with {len(b)} keys, not {len(a)}"
     pairs = list(zip(a.items(), b.items(), strict=True))
     for (ka, va), (kb, vb) in reversed(pairs):
-        todo.append((va, vb, f"{path}[{ka!r}]"))
-        todo.append((ka, kb, f"{path} key {ka!r}"))
+        todo.append((va, vb, f"{path}[{_show(ka)}]"))
+        todo.append((ka, kb, f"{path} key {_show(ka)}"))
     return None
 
 
