@@ -67,7 +67,7 @@ def copy_store(source: Store, target: Store, *, progress: Progress | None = None
     total = _verify(source, head, progress)
     forks = _forks_within(source, head)
     same = source.codec.format == target.codec.format
-    _check(source, target, head, forks, total, progress)
+    _check(source, target, head, forks, same, total, progress)
     for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)
     copied, upcast, streams = _copy_events(source, target, head, same, total, progress)
@@ -127,6 +127,7 @@ def _check(
     target: Store,
     head: int,
     forks: dict[str, ForkInfo],
+    same: bool,
     total: int,
     progress: Progress | None,
 ) -> None:
@@ -137,7 +138,6 @@ def _check(
     to `head` must be the ones verified.
     """
     limit = target.codec.max_event_bytes
-    same = source.codec.format == target.codec.format
     next_seq: dict[str, int] = {}
     checked = 0
     for page in _pages(source, head):
@@ -197,7 +197,8 @@ def _copy_events(
                 prev = target._tail(stream, fresh=True)[1]
             records: list[Record] = []
             for rec in page[start:end]:
-                new, prev, older = _record(source, target, rec, prev, same)
+                new, older = _record(source, target, rec, prev, same)
+                prev = new.hash
                 records.append(new)
                 upcast += older
             target._append_records(stream, records)
@@ -242,8 +243,8 @@ def _convert(source: Store, target: Store, rec: Record) -> Encoded:
 
 def _record(
     source: Store, target: Store, rec: Record, prev: bytes, same: bool
-) -> tuple[Record, bytes, bool]:
-    """(the target's record of `rec`, its hash, whether it was upcast)."""
+) -> tuple[Record, bool]:
+    """(the target's record of `rec`, chained to `prev`; whether it was upcast)."""
     if same:
         plain = source.codec.unpack(rec, source.location)
         type_, version, meta = rec.type, rec.version, rec.meta
@@ -288,4 +289,4 @@ def _record(
         0,
         event_text(data) if data is not None and target.backend.wants_text else "",
     )
-    return new, digest, version != rec.version
+    return new, version != rec.version

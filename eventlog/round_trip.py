@@ -26,7 +26,8 @@ from typing import Any
 
 import msgspec
 
-_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+INT_RANGE = (-(1 << 63), (1 << 64) - 1)
+"""Integers both formats write and read back as ints (MessagePack: int64 and uint64)."""
 
 
 def plain(value: Any) -> bool:
@@ -38,7 +39,7 @@ def plain(value: Any) -> bool:
     """
     stack = [value]
     pop, extend = stack.pop, stack.extend
-    lo, hi = _INT_RANGE
+    lo, hi = INT_RANGE
     while stack:
         item = pop()
         kind = type(item)

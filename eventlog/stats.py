@@ -98,7 +98,7 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
         last_ts=last_ts,
         compressed=compressed,
         stored_bytes=stored,
-        disk_bytes=sum(map(_size, paths)) if paths else None,
+        disk_bytes=sum(map(allocated_bytes, paths)) if paths else None,
         longest_stream=longest,
         longest_events=own[longest] if longest is not None else 0,
         kinds=sorted(
@@ -108,7 +108,7 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
     )
 
 
-def _size(path: Path) -> int:
+def allocated_bytes(path: Path) -> int:
     """Bytes allocated to a file, or to every file under a directory (0 if there is none).
 
     Allocated, not apparent: an LMDB data file is sparse up to its map size.

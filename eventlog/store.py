@@ -221,11 +221,7 @@ class Store:
                     raise ConcurrencyError(stream, expected, actual) from None
                 fresh = True
                 continue
-            last = records[-1]
-            self._tails[stream] = (last.seq, last.hash)
-            with self._commits:
-                self._commit_count += 1
-                self._commits.notify_all()
+            self._committed(stream, records[-1])
             return [
                 RecordedEvent(
                     id=r.id,
@@ -259,13 +255,16 @@ class Store:
                 self._tails.pop(stream, None)
                 actual = self._tail(stream, fresh=True)[0]
                 raise ConcurrencyError(stream, records[0].seq - 1, actual) from None
-            last = records[-1]
-            self._tails[stream] = (last.seq, last.hash)
-            with self._commits:
-                self._commit_count += 1
-                self._commits.notify_all()
+            self._committed(stream, records[-1])
         finally:
             locks.release(stream)
+
+    def _committed(self, stream: str, last: Record) -> None:
+        """After an append commits: cache the stream's new tail and wake waiting subscribers."""
+        self._tails[stream] = (last.seq, last.hash)
+        with self._commits:
+            self._commit_count += 1
+            self._commits.notify_all()
 
     def _records(
         self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes

@@ -30,13 +30,10 @@ from typing import Any, TypeVar
 
 from msgspec import inspect as mi
 
-from eventlog.round_trip import plain
+from eventlog.round_trip import INT_RANGE, plain
 
 Check = Callable[[Any], bool]
 """True when the value's typed decode cannot fail nor change it; False when it must run."""
-
-_INT_RANGE = (-(1 << 63), (1 << 64) - 1)
-"""Integers both formats' decoders read into an int field."""
 
 
 _SCALARS: dict[type[mi.Type], tuple[str, tuple[str, ...]]] = {
@@ -88,7 +85,7 @@ class _Builder:
     """Generates one function per Struct class reached from the root (nested ones are calls)."""
 
     def __init__(self) -> None:
-        self.names: dict[str, Any] = {"INT_LO": _INT_RANGE[0], "INT_HI": _INT_RANGE[1]}
+        self.names: dict[str, Any] = {"INT_LO": INT_RANGE[0], "INT_HI": INT_RANGE[1]}
         self.names["plain"] = plain
         self.functions: dict[type, str] = {}
         self.source: list[str] = []

@@ -6,7 +6,7 @@ import functools
 import importlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from eventlog.events import EventData, registered_event_types
+from eventlog.stats import allocated_bytes
 
 
 @dataclass(frozen=True)
@@ -169,13 +170,10 @@ def per_call_us(calls: int, fn: Callable[[], object]) -> float:
 
 
 def disk_bytes(path: Path) -> int:
-    """Bytes allocated on disk by a file, or by every file under a directory."""
-    paths: Iterable[Path]
+    """Bytes allocated on disk by a file (and its -wal/-shm siblings) or a directory's files."""
     if path.is_dir():
-        paths = (p for p in path.rglob("*") if p.is_file())
-    else:
-        paths = [p for p in path.parent.glob(path.name + "*") if p.is_file()]
-    return sum(p.stat().st_blocks * 512 for p in paths)
+        return allocated_bytes(path)
+    return sum(allocated_bytes(p) for p in path.parent.glob(path.name + "*") if p.is_file())
 
 
 def file_bytes(path: Path) -> int:
