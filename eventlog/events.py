@@ -298,6 +298,8 @@ class ModelOutput(EventData, frozen=True, tag="model_output"):
     """The stop / finish reason exactly as the provider reported it."""
 
     def __post_init__(self) -> None:
+        if len(self.tool_calls) < 2:  # the common case, on every decode too
+            return
         ids = [c.id for c in self.tool_calls]
         if len(set(ids)) != len(ids):
             raise ValueError(f"tool call ids must be unique within an output, got {ids}")

@@ -255,6 +255,11 @@ def test_raw_json_with_a_line_break_is_refused_by_jsonl(tmp_path: Any) -> None:
         store.append("s", [Carrier(body=msgspec.Raw(b'{"a":1}'))])
         with pytest.raises(el.ValidationError, match="line break"):
             store.append("s", [Carrier(body=msgspec.Raw(b'{\n  "a": 1\n}'))])
+        # In an untyped field of a class the quick check covers: the check says no.
+        assert fast_check(el.Custom) is not None
+        for value in (msgspec.Raw(b"[1,\n2]"), {"k": [msgspec.Raw(b"{\n}")]}):
+            with pytest.raises(el.ValidationError, match="line break|is a Raw"):
+                store.append("s", [el.Custom(kind="k", data=value)])
         store.append("s", [el.Checkpoint(label="after")])
         assert [e.seq for e in store.read("s")] == [1, 2]
     assert fast_check(Carrier) is None  # Raw: left to the decoder

@@ -133,6 +133,12 @@ def test_every_built_in_kind_has_a_check() -> None:
             assert fast_check(cls) is not None, tag
 
 
+Wide = msgspec.defstruct(
+    "Wide", [(f"f{i}", "str | None", None) for i in range(30)], frozen=True, kw_only=True
+)
+"""A record whose check is too long to inline: checked by a function of its own."""
+
+
 @el.register_event_type
 class Shapes(el.EventData, frozen=True, tag="tests.type_check.shapes"):
     """Plain types in the shapes the check knows."""
@@ -144,6 +150,10 @@ class Shapes(el.EventData, frozen=True, tag="tests.type_check.shapes"):
     part: el.TextPart | el.RefusalPart | None = None
     blob: bytes | None = None
     described: Annotated[str, msgspec.Meta(description="no constraint")] = ""
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    anything: Any = None
+    wide: Wide | None = None  # type: ignore[valid-type]
+    wides: tuple[Wide, ...] = ()  # type: ignore[valid-type]
 
 
 @pytest.mark.parametrize(
@@ -163,6 +173,16 @@ class Shapes(el.EventData, frozen=True, tag="tests.type_check.shapes"):
         (Shapes(part=el.TextPart(text=1)), False),  # type: ignore[arg-type]
         (Shapes(blob=bytearray(b"x")), False),  # type: ignore[arg-type]
         (Shapes(described=b"x"), False),  # type: ignore[arg-type]
+        (Shapes(extra={"a": "x", "b": 1, "c": None, "d": 1.5, "e": True, "f": [{"g": 1}]}), True),
+        (Shapes(extra={"a": "x", "b": 2**64}), False),
+        (Shapes(extra={"a": "x", 1: "y"}), False),
+        (Shapes(extra={"a": {"b": [uuid.UUID(int=1)]}}), False),
+        (Shapes(anything=("x", {"y": [1]})), True),
+        (Shapes(anything=b"x"), False),
+        (Shapes(wide=Wide(f29="z"), wides=(Wide(), Wide(f0="a"))), True),
+        (Shapes(wide=Wide(f29=1)), False),
+        (Shapes(wides=(Wide(), Wide(f3=b"x"))), False),
+        (Shapes(wides=(el.Section(text="s"),)), False),
     ],
 )
 def test_shapes(value: Shapes, vouched: bool) -> None:
