@@ -57,6 +57,8 @@ ANY: Literal["any"] = "any"
 """Append whatever the stream's current seq is."""
 NO_STREAM: Literal["no_stream"] = "no_stream"
 """Append only if the stream does not exist yet."""
+_VALID_NAMES_KEPT = 10_000
+"""At most this many checked stream names are remembered (bounds the set's memory)."""
 
 PAGE = 1000
 _MAX_ANY_RETRIES = 1000
@@ -131,9 +133,14 @@ class Store:
         self._forked = False
         _open_stores.add(self)
         self._tails: dict[str, tuple[int, bytes]] = {}
+        self._valid_names: set[str] = set()
+        """Stream names `append` has checked (a regex search less per append)."""
         self._lineage: dict[str, list[Segment]] = {}
         self._stream_locks = StreamLocks()
-        self._commits = threading.Condition()
+        # Entered as the plain lock, and notified only while someone waits (see `_committed`).
+        self._commit_lock = threading.Lock()
+        self._commits = threading.Condition(self._commit_lock)
+        self._commit_waiters = 0
         self._commit_count = 0
 
     # -- properties ------------------------------------------------------------------------
@@ -179,7 +186,10 @@ class Store:
         stored events instead of appending them twice.
         """
         self._check_open()
-        validate_stream_name(stream)
+        if type(stream) is not str or stream not in self._valid_names:
+            validate_stream_name(stream)
+            if len(self._valid_names) < _VALID_NAMES_KEPT:
+                self._valid_names.add(stream)
         _check_expected(expected_seq)
         level = self.durability if durability is None else Durability(durability)
         encoded = self._codec.encode_events(events)
@@ -262,9 +272,10 @@ class Store:
     def _committed(self, stream: str, last: Record) -> None:
         """After an append commits: cache the stream's new tail and wake waiting subscribers."""
         self._tails[stream] = (last.seq, last.hash)
-        with self._commits:
+        with self._commit_lock:
             self._commit_count += 1
-            self._commits.notify_all()
+            if self._commit_waiters:
+                self._commits.notify_all()
 
     def _records(
         self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes
@@ -582,9 +593,13 @@ class Store:
 
     def wait_for_commit(self, seen: int, timeout: float) -> int:
         """Wait until a local commit happens after `seen` (a commit count) or timeout."""
-        with self._commits:
+        with self._commit_lock:
             if self._commit_count == seen and not self._closed:
-                self._commits.wait(timeout)
+                self._commit_waiters += 1
+                try:
+                    self._commits.wait(timeout)
+                finally:
+                    self._commit_waiters -= 1
             return self._commit_count
 
     @property
@@ -690,7 +705,7 @@ class Store:
         self._closed = True
         if self._forked:  # the parent's connections, locks and files stay as the parent left them
             return
-        with self._commits:
+        with self._commit_lock:
             self._commits.notify_all()
         self._backend.close()
 

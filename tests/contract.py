@@ -411,6 +411,22 @@ class BackendContract:
             with pytest.raises(el.ValidationError):
                 call()
 
+    def test_a_checked_name_does_not_vouch_for_lookalikes(self, store: el.Store) -> None:
+        """`append` remembers names it checked; an object merely equal to one is still refused."""
+
+        class Lookalike:
+            def __eq__(self, other: object) -> bool:
+                return other == "s"
+
+            def __hash__(self) -> int:
+                return hash("s")
+
+        store.append("s", text_events(1))
+        store.append("s", text_events(1))  # the remembered name
+        with pytest.raises(el.ValidationError, match="must be a str"):
+            store.append(Lookalike(), text_events(1))  # type: ignore[arg-type]
+        assert [e.seq for e in store.read("s")] == [1, 2]
+
     def test_user_registered_event_type_round_trips(self, store: el.Store) -> None:
         store.append("s", [Rated(score=5, note="good")])
         (read,) = store.read("s")

@@ -257,7 +257,11 @@ class SQLiteBackend(Backend):
 
         # One row of a stream past its first event is one INSERT: atomic on its own.
         alone = len(rows) == 1 and not texts and first.seq != 1
-        size = sum(len(row[5]) + len(row[6]) for row in rows) + _ROW_BYTES * len(rows)
+        size = (
+            len(rows[0][5]) + len(rows[0][6])
+            if alone
+            else sum(len(row[5]) + len(row[6]) for row in rows)
+        ) + _ROW_BYTES * len(rows)
         positions: list[int] = self._writer.run(work, durability, one_statement=alone, size=size)
         return positions
 

@@ -68,6 +68,13 @@ class Job:
         self.done = False
 
 
+def _level_and_size(group: list[Job]) -> tuple[Durability, int]:
+    """The strictest durability any job of a group asked for, and the bytes they write."""
+    if len(group) == 1:
+        return group[0].durability, group[0].size
+    return max((j.durability for j in group), key=_RANK.__getitem__), sum(j.size for j in group)
+
+
 class GroupWriter:
     """Runs jobs on one connection, several per transaction when callers overlap."""
 
@@ -85,8 +92,12 @@ class GroupWriter:
         self._checkpointer = Checkpointer(connect, location)
         self._translate = translate
         self._location = location
-        lock = threading.Lock()
+        # Entered as the plain lock (C) rather than the Condition (Python) on every write, and
+        # notified only when a follower waits: a lone writer pays for neither.
+        self._lock = lock = threading.Lock()
         self._cond = threading.Condition(lock)
+        self._followers = 0
+        """Threads waiting in `_wait_turn` for a leader's commit."""
         self._gather = Gather(lock)
         self._queue: list[Job] = []
         self._leading = False
@@ -117,38 +128,47 @@ class GroupWriter:
 
     def _wait_turn(self, job: Job) -> list[Job] | None:
         """Queue the job; return the group to commit if this thread leads, None once done."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise StoreClosedError(f"store {self._location} is closed")
-            self._queue.append(job)
-            self._gather.arrived(len(self._queue))
+            queue = self._queue
+            queue.append(job)
+            self._gather.arrived(len(queue))
             while not job.done:
                 if not self._leading:
                     self._leading = True
                     if job.durability is Durability.FSYNC:
-                        self._gather.wait(self._queue)
-                    group = self._queue[:_MAX_GROUP]
-                    del self._queue[:_MAX_GROUP]
+                        self._gather.wait(queue)
+                    if len(queue) == 1:
+                        self._queue = []
+                        return queue
+                    group = queue[:_MAX_GROUP]
+                    del queue[:_MAX_GROUP]
                     return group
-                self._cond.wait()
+                self._followers += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._followers -= 1
             return None
 
     def _lead(self, group: list[Job]) -> None:
         try:
             self._commit(group)
         finally:
-            with self._cond:
+            with self._lock:
                 for job in group:
                     job.done = True
                 self._leading = False
                 self._gather.committed(len(group), len(self._queue))
-                self._cond.notify_all()
+                if self._followers:
+                    self._cond.notify_all()
 
     def _commit(self, group: list[Job]) -> None:
         """Run the group in one transaction; every job ends with a result or an error."""
         conn = self._conn
-        level = max((j.durability for j in group), key=_RANK.__getitem__)
-        pages = commit_pages(sum(job.size for job in group), self._page_size)
+        level, size = _level_and_size(group)
+        pages = commit_pages(size, self._page_size)
         background = level is not Durability.FSYNC or pages >= BIG_COMMIT_PAGES
         try:
             if self._checkpointer.restart_due:
@@ -293,10 +313,14 @@ class GroupWriter:
 
     def close(self) -> None:
         """Refuse new jobs and wait for the commit in progress, then close the connection."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             while self._leading:
-                self._cond.wait()
+                self._followers += 1  # so the leader's end of commit wakes this thread
+                try:
+                    self._cond.wait()
+                finally:
+                    self._followers -= 1
             for job in self._queue:
                 job.error = StoreClosedError(f"store {self._location} is closed")
                 job.done = True
