@@ -83,8 +83,12 @@ class GroupQueue:
     """Leader/follower queue: `run` returns once the group holding its job has committed."""
 
     def __init__(self) -> None:
-        lock = threading.Lock()
+        # Entered as the plain lock (C) rather than the Condition (Python), and notified only
+        # when a follower waits: a lone writer pays for neither.
+        self._lock = lock = threading.Lock()
         self._cond = threading.Condition(lock)
+        self._followers = 0
+        """Threads waiting for a leader's commit."""
         self._gather = Gather(lock)
         self._queue: list[Job] = []
         self._leading = False
@@ -99,13 +103,17 @@ class GroupQueue:
         `commit` runs the jobs, sets each one's result or error, and says whether it committed.
         """
         job = Job(fn, sync)
-        with self._cond:
+        with self._lock:
             self._queue.append(job)
             self._gather.arrived(len(self._queue))
         while True:
-            with self._cond:
+            with self._lock:
                 while self._leading and not job.done:
-                    self._cond.wait()
+                    self._followers += 1
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._followers -= 1
                 if job.done:
                     break
                 self._leading = True
@@ -127,12 +135,13 @@ class GroupQueue:
                 if not isinstance(exc, Exception):
                     raise
             finally:
-                with self._cond:
+                with self._lock:
                     for j in group:
                         j.done = True
                     self._leading = False
                     self._gather.committed(len(group), len(self._queue))
-                    self._cond.notify_all()
+                    if self._followers:
+                        self._cond.notify_all()
         if job.error is not None:
             raise job.error
         return job.result
