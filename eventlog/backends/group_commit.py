@@ -107,41 +107,52 @@ class GroupQueue:
             self._queue.append(job)
             self._gather.arrived(len(self._queue))
         while True:
-            with self._lock:
-                while self._leading and not job.done:
-                    self._followers += 1
-                    try:
-                        self._cond.wait()
-                    finally:
-                        self._followers -= 1
-                if job.done:
-                    break
-                self._leading = True
-                if sync:
-                    self._gather.wait(self._queue)
-                group = self._queue[:MAX_GROUP]
-                del self._queue[:MAX_GROUP]
-            try:
-                if commit(group):
-                    self.commits += 1
-                    self.jobs += len(group)
-            except BaseException as exc:
-                # The commit gave up before settling every job (a lock it could not take, say):
-                # each job it left without an outcome gets its error, never a None result.
-                for j in group:
-                    if j.error is None:
-                        j.result = None
-                        j.error = exc
-                if not isinstance(exc, Exception):
-                    raise
-            finally:
-                with self._lock:
-                    for j in group:
-                        j.done = True
-                    self._leading = False
-                    self._gather.committed(len(group), len(self._queue))
-                    if self._followers:
-                        self._cond.notify_all()
+            group = self._turn(job)
+            if group is None:
+                break
+            self._lead(group, commit)
         if job.error is not None:
             raise job.error
         return job.result
+
+    def _turn(self, job: Job) -> list[Job] | None:
+        """Wait while another thread leads; the group to lead next, or None once `job` is done."""
+        with self._lock:
+            while self._leading and not job.done:
+                self._followers += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._followers -= 1
+            if job.done:
+                return None
+            self._leading = True
+            if job.sync:
+                self._gather.wait(self._queue)
+            group = self._queue[:MAX_GROUP]
+            del self._queue[:MAX_GROUP]
+            return group
+
+    def _lead(self, group: list[Job], commit: Callable[[list[Job]], bool]) -> None:
+        """Commit `group`, then wake the threads waiting for it."""
+        try:
+            if commit(group):
+                self.commits += 1
+                self.jobs += len(group)
+        except BaseException as exc:
+            # The commit gave up before settling every job (a lock it could not take, say):
+            # each job it left without an outcome gets its error, never a None result.
+            for j in group:
+                if j.error is None:
+                    j.result = None
+                    j.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            with self._lock:
+                for j in group:
+                    j.done = True
+                self._leading = False
+                self._gather.committed(len(group), len(self._queue))
+                if self._followers:
+                    self._cond.notify_all()
