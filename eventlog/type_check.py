@@ -5,10 +5,11 @@ on append with its class's decoder (see `eventlog.codec`) and compared with what
 (`eventlog.round_trip`): a payload that would not read back as itself is refused. That decode
 copies every string of the payload. For classes made of plain types (str, int, float, bool,
 None, bytes, `Any`, tuples and lists, str-keyed dicts, Structs, tagged unions of Structs,
-Literals, Optional), a check generated from the class answers first by looking at types alone:
-when it says yes, the decode could neither fail nor change a value, and is skipped (untyped
-values must be `round_trip.plain`). When it says no, or when the class holds anything else
-(constraints, enums, datetimes, other unions), the decode and the comparison run and give the
+Literals, Optional, UUIDs, dates, naive or UTC datetimes, naive times, members of a plain
+Enum), a check generated from the class answers first by looking at types alone: when it says
+yes, the decode could neither fail nor change a value, and is skipped (untyped values must be
+`round_trip.plain`). When it says no, or when the class holds anything else (constraints,
+Decimals, timedeltas, Flag enums, other unions), the decode and the comparison run and give the
 answer and its message. So the check only ever saves time.
 
 Why a yes is exact: the value was just encoded by msgspec (so its strings are valid UTF-8 and
@@ -23,10 +24,13 @@ the check must not change the caller's payload.
 
 from __future__ import annotations
 
+import enum
 import functools
 import keyword
 from collections.abc import Callable
+from datetime import UTC, date, datetime, time
 from typing import Any, TypeVar
+from uuid import UUID
 
 from msgspec import inspect as mi
 
@@ -47,6 +51,15 @@ _SCALARS: dict[type[mi.Type], tuple[str, tuple[str, ...]]] = {
     mi.FloatType: ("type({v}) is not float", ("gt", "ge", "lt", "le", "multiple_of")),
     mi.NoneType: ("{v} is not None", ()),
     mi.BytesType: ("type({v}) is not bytes", ("min_length", "max_length")),
+    # Naive or UTC (timezone.utc itself), fold 0: what both formats read back as it was.
+    # MessagePack reads any other aware datetime back in UTC; JSON a zone as a fixed offset.
+    mi.DateTimeType: (
+        "type({v}) is not datetime or {v}.fold or {v}.tzinfo is not None and {v}.tzinfo is not UTC",
+        ("tz",),
+    ),
+    mi.DateType: ("type({v}) is not date", ()),
+    mi.TimeType: ("type({v}) is not time or {v}.fold or {v}.tzinfo is not None", ("tz",)),
+    mi.UUIDType: ("type({v}) is not UUID", ()),
 }
 """Scalar types -> (the test that fails the check, the constraints that rule the type out)."""
 
@@ -90,7 +103,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.names: dict[str, Any] = {"INT_LO": INT_RANGE[0], "INT_HI": INT_RANGE[1]}
-        self.names["plain"] = plain
+        self.names.update(plain=plain, datetime=datetime, date=date, time=time, UUID=UUID, UTC=UTC)
         self.building: list[type] = []
         self.counter = 0
         self.functions: dict[type, str] = {}
@@ -167,6 +180,8 @@ class _Builder:
             test, constraints = scalar
             _no_constraints(t, *constraints)
             return [f"{pad}if {test.format(v=var)}: return False"]
+        if isinstance(t, mi.EnumType):
+            return self.enum(t, var, pad)
         if isinstance(t, mi.LiteralType):
             return self.literal(t, var, pad)
         if isinstance(t, (mi.ListType, mi.VarTupleType)):
@@ -181,6 +196,12 @@ class _Builder:
         if isinstance(t, mi.UnionType):
             return self.union(t, var, depth)
         raise _Unsupported(type(t).__name__)
+
+    def enum(self, t: mi.EnumType, var: str, pad: str) -> list[str]:
+        """A member of the field's Enum class (every instance of a plain Enum is a member)."""
+        if issubclass(t.cls, enum.Flag):  # a combination of flags is no member: decode
+            raise _Unsupported("a Flag enum")
+        return [f"{pad}if type({var}) is not {self.const(t.cls)}: return False"]
 
     def literal(self, t: mi.LiteralType, var: str, pad: str) -> list[str]:
         """One of a Literal's str or int values, of exactly its type (True is not 1)."""

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import enum
 import uuid
+import zoneinfo
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -219,3 +221,110 @@ def test_a_store_still_refuses_what_the_check_leaves_to_the_decoder(tmp_path: An
             store.append("s", [Shapes(flags=[True, 1])])  # type: ignore[list-item]
         store.append("s", [Shapes(ratio=1)])  # decoded, and fine
         assert [e.data for e in store.read("s")] == [Shapes(ratio=1.0)]
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+class TaggedUUID(uuid.UUID):
+    """A UUID subclass: reads back as a plain UUID, so the check leaves it to the decoder."""
+
+
+class LaterDatetime(datetime.datetime):
+    """A datetime subclass (as libraries like pendulum make)."""
+
+
+@el.register_event_type
+class Timely(el.EventData, frozen=True, tag="tests.type_check.timely"):
+    """The time, id and enum types the check vouches for, as fields and inside containers."""
+
+    at: datetime.datetime = datetime.datetime(2026, 1, 1)
+    day: datetime.date = datetime.date(2026, 1, 1)
+    clock: datetime.time = datetime.time(12, 0)
+    ref: uuid.UUID = uuid.UUID(int=0)
+    color: Color = Color.RED
+    level: Level = Level.LOW
+    history: tuple[datetime.datetime, ...] = ()
+    maybe: uuid.UUID | None = None
+
+
+@el.register_event_type
+class WithFlag(el.EventData, frozen=True, tag="tests.type_check.flag"):
+    perm: Perm = Perm.R
+
+
+_UTC = datetime.UTC
+_PLUS2 = datetime.timezone(datetime.timedelta(hours=2))
+_BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
+_ZONE_UTC = zoneinfo.ZoneInfo("UTC")  # the same instant as timezone.utc, another tzinfo
+_NOON = datetime.datetime(2026, 3, 29, 12, 0, 0, 123456)
+
+
+@pytest.mark.parametrize(
+    ("value", "vouched"),
+    [
+        (Timely(), True),
+        (Timely(at=_NOON.replace(tzinfo=_UTC), history=(_NOON, _NOON.replace(tzinfo=_UTC))), True),
+        (Timely(ref=uuid.uuid4(), maybe=uuid.uuid4(), color=Color.BLUE, level=Level.HIGH), True),
+        (Timely(at=datetime.datetime.min, day=datetime.date.max, clock=datetime.time.max), True),
+        (Timely(at=_NOON.replace(tzinfo=_PLUS2)), False),  # MessagePack: back in UTC
+        (Timely(at=_NOON.replace(tzinfo=_BERLIN)), False),  # JSON: back as a fixed offset
+        (Timely(at=_NOON.replace(tzinfo=_ZONE_UTC)), False),  # another tzinfo object
+        (Timely(at=_NOON.replace(fold=1)), False),  # fold is not stored
+        (Timely(history=(_NOON.replace(tzinfo=_PLUS2),)), False),
+        (Timely(at=LaterDatetime(2026, 1, 1)), False),
+        (Timely(at=datetime.date(2026, 1, 1)), False),  # type: ignore[arg-type]
+        (Timely(day=_NOON), False),  # a datetime is a date, but reads back as another type
+        (Timely(clock=datetime.time(12, 0, tzinfo=_UTC)), False),
+        (Timely(clock=datetime.time(12, 0, fold=1)), False),
+        (Timely(ref=str(uuid.UUID(int=5))), False),  # type: ignore[arg-type]
+        (Timely(ref=TaggedUUID(int=5)), False),
+        (Timely(maybe=uuid.UUID(int=5).bytes), False),  # type: ignore[arg-type]
+        (Timely(color="red"), False),  # type: ignore[arg-type]
+        (Timely(level=1), False),  # type: ignore[arg-type]
+        (Timely(level=Color.RED), False),  # type: ignore[arg-type]
+    ],
+)
+def test_times_ids_and_enums(value: Timely, vouched: bool) -> None:
+    check = fast_check(Timely)
+    assert check is not None and check(value) is vouched
+    _agrees(value)
+
+
+def test_flag_enums_are_left_to_the_decoder() -> None:
+    assert fast_check(WithFlag) is None  # Perm.R | Perm.W is a value, not a member
+
+
+_zones = st.sampled_from([None, _UTC, _PLUS2, _BERLIN, _ZONE_UTC])
+
+
+@settings(max_examples=300)
+@given(
+    at=st.datetimes(timezones=_zones, allow_imaginary=True),
+    day=st.dates(),
+    clock=st.times(timezones=st.sampled_from([None, _UTC])),
+    fold=st.sampled_from([0, 1]),
+    ref=st.uuids(),
+)
+def test_a_yes_on_times_is_never_contradicted(
+    at: datetime.datetime, day: datetime.date, clock: datetime.time, fold: int, ref: uuid.UUID
+) -> None:
+    value = Timely(at=at.replace(fold=fold), day=day, clock=clock, ref=ref, history=(at,))
+    check = fast_check(Timely)
+    assert check is not None
+    naive_or_utc = at.tzinfo is None or at.tzinfo is _UTC
+    if naive_or_utc and not fold and not at.fold and clock.tzinfo is None and not clock.fold:
+        assert check(value), "a naive or UTC datetime and a naive time take the fast path"
+    _agrees(value)
