@@ -243,18 +243,20 @@ class _Gate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # Every transaction enters the plain lock (C), not the Condition (Python-level).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._exclusive = False
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._exclusive:
                 self._cond.wait()
             self._active += 1
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._active -= 1
             if not self._active and self._exclusive:
                 self._cond.notify_all()
