@@ -131,15 +131,15 @@ class GroupWriter:
         with self._lock:
             if self._closed:
                 raise StoreClosedError(f"store {self._location} is closed")
-            queue = self._queue
-            queue.append(job)
-            self._gather.arrived(len(queue))
+            self._queue.append(job)
+            self._gather.arrived(len(self._queue))
             while not job.done:
                 if not self._leading:
                     self._leading = True
                     if job.durability is Durability.FSYNC:
-                        self._gather.wait(queue)
-                    if len(queue) == 1:
+                        self._gather.wait(self._queue)
+                    queue = self._queue
+                    if len(queue) <= _MAX_GROUP:  # all of it, without copying
                         self._queue = []
                         return queue
                     group = queue[:_MAX_GROUP]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import eventlog as el
-from eventlog.backends import sqlite_schema
+from eventlog.backends import sqlite_schema, sqlite_writer
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend
 from eventlog.backends.sqlite_checkpoint import (
@@ -142,6 +142,37 @@ def _in_one_group(
         th.join()
     assert writer.commits == commits + 2  # the holder's group, then all of these in one
     return results
+
+
+def test_a_queue_longer_than_a_group_is_committed_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more appends queued than one group holds, each leader takes the oldest ones: every
+    append lands once, with its own positions, in queue order, over several commits."""
+    monkeypatch.setattr(sqlite_writer, "_MAX_GROUP", 3)
+    backend = SQLiteBackend(tmp_path / "g.db")
+    writer = backend._writer
+    gate = threading.Event()
+    results: dict[int, list[int]] = {}
+
+    def append(i: int) -> None:
+        results[i] = backend.append([_record(f"s{i}", 1)], Durability.FSYNC)
+
+    holder = threading.Thread(target=writer.run, args=(lambda c: gate.wait(30), Durability.NONE))
+    holder.start()
+    assert wait_for(lambda: writer._leading)
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(8)]
+    for queued, th in enumerate(threads, 1):
+        th.start()
+        assert wait_for(lambda n=queued: len(writer._queue) == n)
+    commits = writer.commits
+    gate.set()
+    for th in [holder, *threads]:
+        th.join(30)
+    assert results == {i: [i + 1] for i in range(8)}  # positions follow the queue's order
+    assert writer.commits == commits + 1 + 3  # the holder's, then groups of 3, 3 and 2
+    assert [r.stream for r in backend.read_all(0, 100)] == [f"s{i}" for i in range(8)]
+    backend.close()
 
 
 def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
