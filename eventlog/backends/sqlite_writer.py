@@ -97,7 +97,7 @@ class GroupWriter:
         self._lock = lock = threading.Lock()
         self._cond = threading.Condition(lock)
         self._followers = 0
-        """Threads waiting in `_wait_turn` for a leader's commit."""
+        """Threads waiting in `_turn` for a leader's commit."""
         self._gather = Gather(lock)
         self._queue: list[Job] = []
         self._leading = False
@@ -119,20 +119,22 @@ class GroupWriter:
         is about how many bytes it writes.
         """
         job = Job(work, durability, one_statement, size)
-        group = self._wait_turn(job)
-        if group is not None:
-            self._lead(group)
-        if job.error is not None:
-            raise job.error
-        return job.result
-
-    def _wait_turn(self, job: Job) -> list[Job] | None:
-        """Queue the job; return the group to commit if this thread leads, None once done."""
         with self._lock:
             if self._closed:
                 raise StoreClosedError(f"store {self._location} is closed")
             self._queue.append(job)
             self._gather.arrived(len(self._queue))
+        # A leader takes the oldest jobs, at most a group's worth: with a longer queue, its own
+        # job may be left for a later group, which it leads or waits for in turn.
+        while (group := self._turn(job)) is not None:
+            self._lead(group)
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _turn(self, job: Job) -> list[Job] | None:
+        """Wait while another thread leads; the group to lead next, or None once `job` is done."""
+        with self._lock:
             while not job.done:
                 if not self._leading:
                     self._leading = True
