@@ -16,6 +16,7 @@ import decimal
 import functools
 import keyword
 import math
+import unicodedata
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -185,7 +186,7 @@ def _emit_fields(
             lines.append(f"{pad}if {key!r} in {var}:")
             at, inner = pad + "    ", depth + 2
             lines.append(f"{at}{name} = {var}[{key!r}]")
-        elif key.isidentifier() and not keyword.iskeyword(key):
+        elif attribute_name(key):
             lines.append(f"{at}{name} = {var}.{key}")
         else:
             lines.append(f"{at}{name} = getattr({var}, {key!r})")
@@ -383,3 +384,15 @@ def _check_record(value: Any) -> None:
     record_check = checker(cls)
     if record_check is not None:
         record_check(value)
+
+
+def attribute_name(key: str) -> bool:
+    """Whether `v.key` in generated source reads the attribute named `key`.
+
+    Python normalizes identifiers in source (NFKC): `v.\ufb01` would read `v.fi`.
+    """
+    return (
+        key.isidentifier()
+        and not keyword.iskeyword(key)
+        and unicodedata.normalize("NFKC", key) == key
+    )

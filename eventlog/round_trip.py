@@ -30,7 +30,15 @@ INT_RANGE = (-(1 << 63), (1 << 64) - 1)
 """Integers both formats write and read back as ints (MessagePack: int64 and uint64)."""
 
 
-def plain(value: Any) -> bool:
+def plain_listed(value: Any) -> bool:
+    """`plain`, with lists only: a tuple in an untyped place reads back as a list.
+
+    For values a `__post_init__` can see: it must see what decode will give it.
+    """
+    return plain(value, (list,))
+
+
+def plain(value: Any, arrays: tuple[type, ...] = (list, tuple)) -> bool:
     """Whether an untyped value reads back as itself in both formats, by its types alone.
 
     str, bool, None, 64-bit ints, floats, lists and tuples of them, str-keyed dicts of them.
@@ -48,7 +56,7 @@ def plain(value: Any) -> bool:
         if kind is int:
             if not lo <= item <= hi:
                 return False
-        elif kind is list or kind is tuple:
+        elif kind in arrays:
             extend(item)
         elif kind is dict:
             for key in item:

@@ -14,19 +14,23 @@ answer and its message. So the check only ever saves time.
 
 Why a yes is exact: the value was just encoded by msgspec (so its strings are valid UTF-8 and
 its ints fit the format), every field holds exactly the type its decoder accepts (a tuple in a
-tuple field, not a list: the values `__post_init__` sees are the ones decode gives it), and
+tuple field, not a list, and lists only in the untyped values a `__post_init__` can see: the
+values it sees are the ones decode gives it), an Enum field holds one of its members (by
+identity: a `_missing_` can make others), and
 each record's `__post_init__` runs again in the check, as decode would run it (a field may have
 been changed since the record was built, with `force_setattr` or in a mutable nested Struct).
 That is only done for classes whose `__post_init__` is known to check and never change the
 record (`validating_post_init`): any other is left to the decoder, which runs it on a copy, as
-the check must not change the caller's payload.
+the check must not change the caller's payload. Fields are read by name in the generated code,
+so a class with a name Python would rewrite there (NFKC: `\ufb01` reads as `fi`) gets no check.
+The check looks at types only: NaN and infinities, which JSON cannot store, are refused before
+it, in JSON stores, by `json_exact`.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import keyword
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from typing import Any, TypeVar
@@ -34,7 +38,8 @@ from uuid import UUID
 
 from msgspec import inspect as mi
 
-from eventlog.round_trip import INT_RANGE, plain
+from eventlog.json_exact import attribute_name
+from eventlog.round_trip import INT_RANGE, plain, plain_listed
 
 Check = Callable[[Any], bool]
 """True when the value's typed decode cannot fail nor change it; False when it must run."""
@@ -104,9 +109,13 @@ class _Builder:
     def __init__(self) -> None:
         self.names: dict[str, Any] = {"INT_LO": INT_RANGE[0], "INT_HI": INT_RANGE[1]}
         self.names.update(plain=plain, datetime=datetime, date=date, time=time, UUID=UUID, UTC=UTC)
+        self.names["plain_listed"] = plain_listed
+        self.seen_by_post_init = 0
+        """How many of the records being generated have a `__post_init__`: inside one, an
+        untyped value must hold lists, not tuples (decode gives lists; it must see the same)."""
         self.building: list[type] = []
         self.counter = 0
-        self.functions: dict[type, str] = {}
+        self.functions: dict[tuple[type, bool], str] = {}
         """Classes too big to inline -> the name of the function checking one."""
         self.source: list[str] = []
 
@@ -118,12 +127,13 @@ class _Builder:
 
     def nested(self, cls: type, var: str, depth: int) -> list[str]:
         """`struct`'s statements for a record inside another: inlined, or a call if long."""
-        name = self.functions.get(cls)
+        key = (cls, self.seen_by_post_init > 0)
+        name = self.functions.get(key)
         if name is None:
             body = self.struct(cls, var, depth)
             if len(body) <= _INLINE_LINES:
                 return body
-            name = self.functions[cls] = self.fresh("check_")
+            name = self.functions[key] = self.fresh("check_")
             self.source += [f"def {name}(v):", *self.struct(cls, "v", 1), "    return True"]
         return [f"{'    ' * depth}if not {name}({var}): return False"]
 
@@ -152,11 +162,12 @@ class _Builder:
             # check must not change the caller's payload: decode runs it on a copy instead.
             raise _Unsupported(f"{cls.__name__} has a __post_init__ not known to only check")
         self.building.append(cls)
+        self.seen_by_post_init += post_init
         pad = "    " * depth
         lines: list[str] = []
         for field in info.fields:
             key = field.name
-            if not key.isidentifier() or keyword.iskeyword(key):
+            if not attribute_name(key):
                 raise _Unsupported(f"field name {key!r}")
             x = self.fresh("x")
             body = self.value(field.type, x, depth)
@@ -166,7 +177,13 @@ class _Builder:
             lines += [f"{pad}try:", f"{pad}    {var}.__post_init__()", f"{pad}except Exception:"]
             lines += [f"{pad}    return False"]
         self.building.pop()
+        self.seen_by_post_init -= post_init
         return lines
+
+    @property
+    def plain(self) -> str:
+        """The name of the untyped-value test for the place being generated."""
+        return "plain_listed" if self.seen_by_post_init else "plain"
 
     def value(self, t: mi.Type, var: str, depth: int) -> list[str]:
         """Statements that `return False` unless `var` holds exactly what type `t` decodes."""
@@ -174,7 +191,9 @@ class _Builder:
         if isinstance(t, mi.Metadata):
             return self.value(t.type, var, depth)  # titles, descriptions: no constraint
         if isinstance(t, mi.AnyType):  # untyped: what reads back as itself (see round_trip)
-            return [f"{pad}if {_NOT_SCALAR.format(v=var)} and not plain({var}): return False"]
+            return [
+                f"{pad}if {_NOT_SCALAR.format(v=var)} and not {self.plain}({var}): return False"
+            ]
         scalar = _SCALARS.get(type(t))
         if scalar is not None:
             test, constraints = scalar
@@ -198,10 +217,12 @@ class _Builder:
         raise _Unsupported(type(t).__name__)
 
     def enum(self, t: mi.EnumType, var: str, pad: str) -> list[str]:
-        """A member of the field's Enum class (every instance of a plain Enum is a member)."""
+        """One of the members of the field's Enum class (aliases are the same objects)."""
         if issubclass(t.cls, enum.Flag):  # a combination of flags is no member: decode
             raise _Unsupported("a Flag enum")
-        return [f"{pad}if type({var}) is not {self.const(t.cls)}: return False"]
+        # By identity: a `_missing_` may make instances that are no member (decode fails).
+        members = self.const(frozenset(id(m) for m in t.cls.__members__.values()))
+        return [f"{pad}if id({var}) not in {members}: return False"]
 
     def literal(self, t: mi.LiteralType, var: str, pad: str) -> list[str]:
         """One of a Literal's str or int values, of exactly its type (True is not 1)."""
@@ -222,7 +243,8 @@ class _Builder:
         pad = "    " * depth
         _no_constraints(t, "min_length", "max_length")
         kind = "list" if isinstance(t, mi.ListType) else "tuple"
-        if isinstance(t.item_type, mi.AnyType):  # one walk over the items, not a call each
+        if isinstance(t.item_type, mi.AnyType) and not self.seen_by_post_init:
+            # One walk over the items, not a call each (the container may be a tuple here).
             return [f"{pad}if type({var}) is not {kind} or not plain({var}): return False"]
         item = self.fresh("i")
         body = self.value(t.item_type, item, depth + 1)

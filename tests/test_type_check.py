@@ -26,7 +26,7 @@ from eventlog.events import registered_event_types
 from eventlog.json_exact import NotJSON
 from eventlog.json_exact import checker as json_checker
 from eventlog.round_trip import differs
-from eventlog.type_check import fast_check
+from eventlog.type_check import fast_check, validating_post_init
 from tests.contract import Bounded
 from tests.strategies import event_data
 
@@ -328,3 +328,85 @@ def test_a_yes_on_times_is_never_contradicted(
     if naive_or_utc and not fold and not at.fold and clock.tzinfo is None and not clock.fold:
         assert check(value), "a naive or UTC datetime and a naive time take the fast path"
     _agrees(value)
+
+
+# -- what a review's fuzzer found (each was a yes the decoder contradicts, or a crash) ----------
+
+
+class Mode(enum.Enum):
+    """Keeps unknown values as pseudo-members, which are no member: decode refuses them."""
+
+    FAST = "fast"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Mode:
+        made = object.__new__(cls)
+        made._name_, made._value_ = f"UNKNOWN_{value}", value
+        return made
+
+
+@el.register_event_type
+class WithMode(el.EventData, frozen=True, tag="tests.type_check.mode"):
+    mode: Mode = Mode.FAST
+
+
+def test_an_enum_pseudo_member_is_left_to_the_decoder(tmp_path: Any) -> None:
+    check = fast_check(WithMode)
+    assert check is not None
+    assert check(WithMode(mode=Mode("fast"))) and check(WithMode())
+    for odd in (Mode(3), Mode("slow")):
+        value = WithMode(mode=odd)
+        assert not check(value)
+        _agrees(value)
+        with el.open(f"sqlite:///{tmp_path}/m.db") as store, pytest.raises(el.ValidationError):
+            store.append("s", [value])
+
+
+# Field names Python rewrites in source (NFKC): generated `v.\ufb01` would read `v.fi`.
+Ligature = msgspec.defstruct(
+    "Ligature", [("\ufb01", int), ("fi", int)], bases=(el.EventData,), tag="tests.type_check.lig"
+)
+Micro = msgspec.defstruct(
+    "Micro", [("\u00b5s", float)], bases=(el.EventData,), tag="tests.type_check.micro"
+)
+el.register_event_type(Ligature)
+el.register_event_type(Micro)
+
+
+def test_field_names_python_would_rewrite_are_read_as_written(tmp_path: Any) -> None:
+    assert fast_check(Ligature) is None and fast_check(Micro) is None  # left to the decoder
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        with pytest.raises(el.ValidationError):
+            store.append("s", [Ligature("not an int", 5)])
+        with pytest.raises(el.ValidationError, match="NaN|nan"):
+            store.append("s", [Micro(float("nan"))])  # JSON would write null
+        store.append("s", [Ligature(1, 2), Micro(1.5)])
+        assert [e.data for e in store.read("s")] == [Ligature(1, 2), Micro(1.5)]
+
+
+@validating_post_init
+class Pair(msgspec.Struct, frozen=True, kw_only=True):
+    """Refuses a list of more than two items: it must see what decode gives it."""
+
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, list) and len(self.value) > 2:
+            raise ValueError("at most two list items")
+
+
+@el.register_event_type
+class WithPair(el.EventData, frozen=True, tag="tests.type_check.pair"):
+    pair: Pair = msgspec.field(default_factory=Pair)
+    loose: Any = None  # no __post_init__ sees this one: a tuple is fine
+
+
+def test_a_validating_post_init_sees_lists_where_decode_gives_lists(tmp_path: Any) -> None:
+    check = fast_check(WithPair)
+    assert check is not None
+    assert check(WithPair(pair=Pair(value=[1, 2]), loose=(1, 2, 3)))
+    value = WithPair(pair=Pair(value=(1, 2, 3)))  # its __post_init__ accepts a tuple
+    assert not check(value)
+    _agrees(value)
+    with el.open(f"sqlite:///{tmp_path}/p.db") as store, pytest.raises(el.ValidationError):
+        store.append("s", [value])
