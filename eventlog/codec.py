@@ -505,6 +505,43 @@ class Codec:
             hash=rec.hash.hex(),
         )
 
+    def records_to_events(
+        self, records: Sequence[Record], location: str = ""
+    ) -> list[RecordedEvent]:
+        """`to_event` for each record, with plain current-version payloads decoded inline.
+
+        Compressed, upcast, meta-carrying or undecodable records go through `to_event` and its
+        checks and messages.
+        """
+        out: list[RecordedEvent] = []
+        append = out.append
+        decoders = self._decoders
+        for rec in records:
+            entry = decoders.get(rec.type)
+            if entry is not None and not rec.codec and not rec.meta and rec.version == entry[0]:
+                try:
+                    value = entry[1](rec.data)
+                except (msgspec.MsgspecError, TypeError):
+                    pass  # to_event below raises the CorruptionError that says where
+                else:
+                    append(
+                        RecordedEvent(
+                            id=rec.id,
+                            stream=rec.stream,
+                            seq=rec.seq,
+                            position=rec.position,
+                            ts=rec.ts,
+                            data=value,
+                            meta={},
+                            causation_id=rec.causation_id,
+                            correlation_id=rec.correlation_id,
+                            hash=rec.hash.hex(),
+                        )
+                    )
+                    continue
+            append(self.to_event(rec, location))
+        return out
+
     def to_events(
         self,
         rows: Sequence[PackedRow] | Sequence[StreamRow],

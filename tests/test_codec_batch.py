@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eventlog as el
+from eventlog.backends.base import Record
 from eventlog.codec import GENESIS, Codec, chain_hash, chain_hashes
+from eventlog.compression import Compression
 from tests.strategies import event_data, events
 
 _ID = "0190c0c0-0000-7000-8000-00000000abcd"
@@ -89,3 +91,51 @@ def test_chain_hashes_is_chain_hash_of_each(batch: list[el.Event], first: int) -
         )
         expected.append(prev)
     assert chain_hashes(GENESIS, "s", first, ts, encoded) == expected
+
+
+@pytest.mark.parametrize("fmt", ["msgpack", "json"])
+@settings(max_examples=60, deadline=None)
+@given(batch=st.lists(events, min_size=1, max_size=8), compress=st.booleans())
+def test_records_to_events_is_to_event_of_each(
+    fmt: Any, batch: list[el.Event], compress: bool
+) -> None:
+    """Plain records take the inline path; meta, compressed and old-version ones `to_event`."""
+    codec = Codec(fmt, compression=Compression("zstd", min_bytes=0) if compress else None)
+    records = []
+    for i, e in enumerate(codec.encode_events(batch)):
+        data, packed = codec.compression.pack(e.plain)
+        records.append(
+            Record(
+                e.id,
+                "s",
+                i + 1,
+                5,
+                e.type,
+                e.version,
+                data,
+                e.meta,
+                e.causation_id,
+                e.correlation_id,
+                bytes(32),
+                packed,
+                position=i + 1,
+            )  # fmt: skip
+        )
+    older = msgspec.structs.replace(records[0], version=0)  # upcast (or refused) by to_event
+    for recs in (records, [older, *records[1:]]):
+        try:
+            want = [codec.to_event(r) for r in recs]
+        except el.EventlogError as exc:
+            with pytest.raises(type(exc)):
+                codec.records_to_events(recs)
+        else:
+            assert codec.records_to_events(recs) == want
+
+
+@pytest.mark.parametrize("stored", [b"\xc1", "text", 7])
+def test_records_to_events_reports_damage_as_to_event_does(stored: Any) -> None:
+    codec = Codec("msgpack")
+    (e,) = codec.encode_events([el.Checkpoint(label="x")])
+    rec = Record(e.id, "s", 1, 5, e.type, e.version, stored, b"", None, None, bytes(32))
+    with pytest.raises(el.CorruptionError, match="seq 1|checkpoint"):
+        codec.records_to_events([rec])

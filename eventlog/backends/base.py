@@ -196,16 +196,14 @@ class Backend(ABC):
         if self.packed_reads:
             rows = self.read_packed(stream, first, last, backwards=backwards, limit=limit)
             return codec.to_events(rows, self.location)
-        to_event, location = codec.to_event, self.location
         records = self.read(stream, first, last, backwards=backwards, limit=limit)
-        return [to_event(rec, location) for rec in records]
+        return codec.records_to_events(records, self.location)
 
     def read_all_events(self, after: int, limit: int, codec: Codec) -> list[RecordedEvent]:
         """`read_all`, decoded to events by `codec` (see `read_events`)."""
         if self.packed_reads:
             return codec.to_events(self.read_all_packed(after, limit), self.location)
-        to_event, location = codec.to_event, self.location
-        return [to_event(rec, location) for rec in self.read_all(after, limit)]
+        return codec.records_to_events(self.read_all(after, limit), self.location)
 
     @abstractmethod
     def last(self, stream: str) -> Record | None:

@@ -970,8 +970,7 @@ class JSONLBackend(Backend):
         """
         types = codec.payload_types()
         if types is None:
-            to_event, location = codec.to_event, self.location
-            return [to_event(rec, location) for rec in self._read_range(st, lo, hi)]
+            return codec.records_to_events(self._read_range(st, lo, hi), self.location)
         decode = _typed_line_decoder(types.union).decode
         current = types.current
         i, buf, off = self._range_start(st, lo, hi)
