@@ -284,3 +284,19 @@ def test_failures() -> None:
     }
     with pytest.raises(ProviderMappingError, match="output_index 7 before its item"):
         ingest_stream([events()[0], delta])
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["computer_call", "local_shell_call", "shell_call", "apply_patch_call", "mcp_approval_request"],
+)
+def test_items_the_host_must_act_on_are_refused_not_dropped(kind: str) -> None:
+    """A call only the host can carry out, dropped, would record a finished turn: refused."""
+    item = {"type": kind, "id": "x_1", "call_id": "call_9", "status": "completed"}
+    with pytest.raises(ProviderMappingError, match=f"output\\[1\\].*{kind}.*asks the host"):
+        ingest_response(response([message("running it"), item]))
+    # Built-in tools OpenAI ran itself leave nothing for the host: still skipped.
+    searched = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    assert ingest_response(response([searched, message("found")])).parts == (
+        TextPart(text="found"),
+    )

@@ -27,6 +27,11 @@ from eventlog.projections.providers.common import (
 PROVIDER = "openai"
 SPECIFICATION = "responses"
 
+HOST_ACTIONS = frozenset(
+    {"computer_call", "local_shell_call", "shell_call", "apply_patch_call", "mcp_approval_request"}
+)
+"""Output items the host must act on (run, apply, approve) that a `ToolCall` cannot stand for."""
+
 INCOMPLETE_REASONS = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
 """`incomplete_details.reason` -> neutral stop reason."""
 
@@ -104,6 +109,12 @@ def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[Tool
         return [], [
             ToolCall.parse(get(item, "call_id", str, where), get(item, "name", str, where), raw)
         ]
+    if kind in HOST_ACTIONS:
+        raise mapping_error(
+            where,
+            f"a {kind!r} item asks the host to act, and eventlog records function and custom "
+            "tool calls only: dropping it would hide the call (the output is not ingested)",
+        )
     # Built-in tools run by OpenAI (web search, file search, ...) leave no call for the host.
     return [], []
 
