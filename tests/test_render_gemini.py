@@ -200,3 +200,30 @@ def test_two_thousand_turns() -> None:
         user(resp("search", "result 1999")),
         model("answer 1999"),
     ]
+
+
+def test_a_dropped_first_call_hands_its_signature_on() -> None:
+    """Gemini signs the first of parallel calls only; dropping it must not drop the signature."""
+    w = rw.win(
+        rw.text_in("Do two things."),
+        rw.calls_out(
+            rw.call("c1", "search", "{}", signature="SIG1"),
+            rw.call("c2", "search", '{"q": 2}'),
+            invocation=rw.GOOGLE,
+        ),
+        rw.results(rw.ok("c2", "search", "two")),
+    )
+    assert r(w, unanswered="drop")["contents"][1:] == [
+        model(call("search", {"q": 2}, sig="SIG1")),
+        user(resp("search", "two")),
+    ]
+    # Another provider's output keeps no signature, dropped call or not.
+    w_other = rw.win(
+        rw.text_in("Do two things."),
+        rw.calls_out(
+            rw.call("c1", "search", "{}", signature="SIG1"),
+            rw.call("c2", "search", '{"q": 2}'),
+        ),
+        rw.results(rw.ok("c2", "search", "two")),
+    )
+    assert r(w_other, unanswered="drop")["contents"][1] == model(call("search", {"q": 2}))

@@ -118,10 +118,14 @@ class _Contents(Pairing):
             return
         responses: list[Part] = []
         attached: list[Part] = []
+        carried = _dropped_signature(output, answers) if own else None
         for call, _, result in answers:
             part: Part = {"functionCall": {"name": call.name, "args": tool_input(call)}}
-            if own and call.signature is not None:
-                part["thoughtSignature"] = call.signature
+            signature = call.signature if own else None
+            if signature is None and carried is not None:
+                signature, carried = carried, None
+            if signature is not None:
+                part["thoughtSignature"] = signature
             parts.append(part)
             response = {"error" if is_error(result) else "output": result_text(result)}
             responses.append({"functionResponse": {"name": call.name, "response": response}})
@@ -138,6 +142,21 @@ class _Contents(Pairing):
         else:
             self.contents.append({"role": role, "parts": parts})
             self.role, self.parts = role, parts
+
+
+def _dropped_signature(output: ModelOutput, answers: Sequence[Answer]) -> str | None:
+    """The signature of a call left out before the first one kept (`unanswered="drop"`).
+
+    Gemini signs the first call of a parallel set only, and refuses a turn whose calls lost it:
+    the first call kept then carries it.
+    """
+    kept = {call.id for call, _, _ in answers}
+    for call in output.tool_calls:
+        if call.id in kept:
+            return None
+        if call.signature is not None:
+            return call.signature
+    return None
 
 
 def _model_parts(output: ModelOutput, own: bool) -> list[Part]:
