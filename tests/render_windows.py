@@ -209,6 +209,19 @@ def image_input() -> Window:
     return win(ModelInput(sections=(Section(text="What is this?"),), attachments=(png,)))
 
 
+def uploaded_files() -> Window:
+    """Files uploaded to a provider (as the importers record them), and URIs of other kinds."""
+    attachments = (
+        Attachment(media_type="image/*", uri="openai-file:file-img"),
+        Attachment(media_type="application/octet-stream", uri="openai-file:file-doc", name="r.pdf"),
+        Attachment(media_type="image/*", uri="anthropic-file:file_011"),
+        Attachment(media_type="application/pdf", uri="anthropic-file:file_012"),
+        Attachment(media_type="image/png", uri="s3://bucket/x.png"),
+        Attachment(media_type="image/*", uri="https://example.com/picture"),
+    )
+    return win(ModelInput(sections=(Section(text="Look."),), attachments=attachments))
+
+
 def starts_with_output() -> Window:
     return win(text_out("Welcome back."), text_in("Thanks."))
 
@@ -284,6 +297,7 @@ SCENARIOS = {
     "reasoning_openai": reasoning_openai,
     "thoughts_google": thoughts_google,
     "image_input": image_input,
+    "uploaded_files": uploaded_files,
     "starts_with_output": starts_with_output,
     "unanswered": unanswered,
     "foreign_artifacts": foreign_artifacts,

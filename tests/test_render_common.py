@@ -222,3 +222,48 @@ def test_made_unique_ids_never_collide_with_literal_ones() -> None:
     )
     for provider in PROVIDERS:
         rw.CHECKERS[provider](render(w, provider, model="m"))
+
+
+def test_uploaded_files_and_unfetchable_uris() -> None:
+    """A provider's own file ids go by `file_id`; another provider's, or a URI no provider can
+    fetch, become notes; an image URL of unknown subtype is still an image for Anthropic."""
+    w = rw.uploaded_files()
+
+    def content(provider: str) -> list[object]:
+        body = render(w, provider, model="m")
+        if provider == "gemini":
+            return list(body["contents"][0]["parts"])
+        messages = body["messages"] if provider != "openai-responses" else body["input"]
+        return list(messages[-1]["content"])
+
+    responses = content("openai-responses")
+    assert responses[1:3] == [
+        {"type": "input_image", "file_id": "file-img", "detail": "auto"},
+        {"type": "input_file", "file_id": "file-doc"},
+    ]
+    assert [p["type"] for p in responses[3:6]] == ["input_text"] * 3  # notes
+    assert responses[6] == {
+        "type": "input_image",
+        "image_url": "https://example.com/picture",
+        "detail": "auto",
+    }
+    chat = content("openai-chat")
+    assert chat[1:3] == [
+        {"type": "file", "file": {"file_id": "file-img"}},
+        {"type": "file", "file": {"file_id": "file-doc"}},
+    ]
+    assert [p["type"] for p in chat[3:6]] == ["text"] * 3
+    anthropic = content("anthropic")
+    assert anthropic[3:5] == [
+        {"type": "image", "source": {"type": "file", "file_id": "file_011"}},
+        {"type": "document", "source": {"type": "file", "file_id": "file_012"}},
+    ]
+    assert [p["type"] for p in anthropic[1:3]] == ["text", "text"]  # OpenAI's files: notes
+    assert anthropic[5]["type"] == "text"  # s3: a note
+    assert anthropic[6] == {
+        "type": "image",
+        "source": {"type": "url", "url": "https://example.com/picture"},
+    }
+    gemini = content("gemini")
+    assert all("text" in p for p in gemini[1:5])  # the providers' files: notes
+    assert gemini[5] == {"fileData": {"mimeType": "image/png", "fileUri": "s3://bucket/x.png"}}

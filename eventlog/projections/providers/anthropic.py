@@ -29,7 +29,10 @@ from eventlog.projections.providers.render_common import (
     instruction_text,
     is_blank,
     is_error,
+    is_fetchable,
+    is_image,
     merge_extra,
+    provider_file,
     result_text,
     tool_input,
 )
@@ -219,8 +222,18 @@ def _result_block(tool_use_id: str, result: ToolResult) -> Block:
 
 
 def _attachment(a: Attachment) -> Block:
-    """Images as image blocks, PDFs and plain text as documents, anything else as a note."""
-    if a.media_type in IMAGE_TYPES:
+    """Images as image blocks, PDFs and text as documents, Anthropic file ids by `file_id`.
+
+    Anything else (another provider's file, a URI Anthropic cannot fetch, an image format it
+    does not read) becomes a note.
+    """
+    file_id = provider_file(a, PROVIDER)
+    if file_id is not None:
+        kind = "image" if is_image(a) else "document"
+        return {"type": kind, "source": {"type": "file", "file_id": file_id}}
+    if not is_fetchable(a):
+        return _text(attachment_note(a, PROVIDER))
+    if a.media_type in IMAGE_TYPES or (a.uri is not None and is_image(a)):  # a URL: any image/*
         return {"type": "image", "source": _source(a)}
     if a.media_type == "application/pdf":
         return {"type": "document", "source": _source(a)}

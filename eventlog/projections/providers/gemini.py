@@ -14,12 +14,14 @@ from typing import Any
 
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, TextPart
 from eventlog.projections.providers.render_common import (
+    FILE_SCHEMES,
     OPENING_TEXT,
     Answer,
     Blocks,
     Orphans,
     Pairing,
     Unanswered,
+    attachment_note,
     b64,
     current_system,
     from_provider,
@@ -27,6 +29,7 @@ from eventlog.projections.providers.render_common import (
     is_blank,
     is_error,
     merge_extra,
+    provider_file,
     result_text,
     tool_input,
 )
@@ -178,6 +181,9 @@ def _model_parts(output: ModelOutput, own: bool) -> list[Part]:
 
 
 def _attachment(a: Attachment) -> Part:
+    """Inline bytes as `inlineData`, a URI as `fileData`; another provider's file id as a note."""
+    if any(provider_file(a, other) is not None for other in FILE_SCHEMES):
+        return {"text": attachment_note(a, "Gemini")}
     if a.uri is not None:
         return {"fileData": {"mimeType": a.media_type, "fileUri": a.uri}}
     return {"inlineData": {"mimeType": a.media_type, "data": b64(a)}}

@@ -22,8 +22,10 @@ from eventlog.projections.providers.render_common import (
     data_url,
     error_text,
     id_rewriter,
+    is_fetchable,
     is_image,
     merge_extra,
+    provider_file,
     raw_arguments,
 )
 from eventlog.projections.window_types import Window
@@ -149,7 +151,15 @@ class _Messages(Pairing):
 
 
 def _attachment(a: Attachment) -> dict[str, Any]:
-    """Images as `image_url` parts, inline PDFs as `file` parts, anything else as a note."""
+    """Images as `image_url` parts, inline PDFs and OpenAI file ids as `file` parts.
+
+    Anything else (another provider's file, a URI OpenAI cannot fetch) becomes a note.
+    """
+    file_id = provider_file(a, PROVIDER)
+    if file_id is not None:
+        return {"type": "file", "file": {"file_id": file_id}}
+    if not is_fetchable(a):
+        return {"type": "text", "text": attachment_note(a, "OpenAI Chat")}
     if is_image(a):
         return {"type": "image_url", "image_url": {"url": data_url(a)}}
     if a.media_type == "application/pdf" and a.data is not None:

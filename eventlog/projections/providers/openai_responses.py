@@ -27,8 +27,10 @@ from eventlog.projections.providers.render_common import (
     from_provider,
     id_rewriter,
     is_blank,
+    is_fetchable,
     is_image,
     merge_extra,
+    provider_file,
     raw_arguments,
 )
 from eventlog.projections.window_types import Window
@@ -158,7 +160,17 @@ def _content(blocks: tuple[str | Attachment, ...]) -> list[dict[str, Any]]:
 
 
 def _attachment(a: Attachment) -> dict[str, Any]:
-    """Images as `input_image`, PDFs as `input_file`, anything else as a note."""
+    """Images as `input_image`, PDFs as `input_file`, OpenAI file ids as either by `file_id`.
+
+    Anything else (another provider's file, a URI OpenAI cannot fetch) becomes a note.
+    """
+    file_id = provider_file(a, PROVIDER)
+    if file_id is not None:
+        if is_image(a):
+            return {"type": "input_image", "file_id": file_id, "detail": "auto"}
+        return {"type": "input_file", "file_id": file_id}
+    if not is_fetchable(a):
+        return {"type": "input_text", "text": attachment_note(a, "OpenAI Responses")}
     if is_image(a):
         return {"type": "input_image", "image_url": data_url(a), "detail": "auto"}
     if a.media_type == "application/pdf":

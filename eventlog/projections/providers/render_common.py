@@ -434,6 +434,27 @@ def attachment_note(attachment: Attachment, provider: str) -> str:
     return f"[attachment{name} ({attachment.media_type}) not supported by {provider}]"
 
 
+FILE_SCHEMES = {"openai": "openai-file:", "anthropic": "anthropic-file:"}
+"""URI prefixes of files uploaded to a provider (the importers write them for file-id parts)."""
+
+
+def provider_file(attachment: Attachment, provider: str) -> str | None:
+    """The id of `provider`'s uploaded file an attachment stands for, if it is one."""
+    uri, scheme = attachment.uri, FILE_SCHEMES.get(provider)
+    if uri is None or scheme is None or not uri.startswith(scheme):
+        return None
+    return uri[len(scheme) :]
+
+
+def is_fetchable(attachment: Attachment) -> bool:
+    """Inline bytes, or a URI any provider can fetch (http, https, data).
+
+    Not another provider's file id, nor a scheme only the application knows (s3:, file:, ...).
+    """
+    uri = attachment.uri
+    return uri is None or uri.startswith(("https://", "http://", "data:"))
+
+
 def is_image(attachment: Attachment) -> bool:
     """Whether an attachment is an image."""
     return attachment.media_type.startswith("image/")
@@ -506,6 +527,8 @@ __all__ = [
     "merge_extra",
     "orphan_text",
     "raw_arguments",
+    "provider_file",
+    "is_fetchable",
     "result_text",
     "tool_input",
     "turns",
