@@ -44,7 +44,12 @@ from eventlog.backends.base import (
 )
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.jsonl_names import is_stem, stem_for
-from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
+from eventlog.errors import (
+    BackendUnavailableError,
+    CorruptionError,
+    StoreClosedError,
+    UsageError,
+)
 from eventlog.events import RecordedEvent
 
 if TYPE_CHECKING:
@@ -552,7 +557,7 @@ class JSONLBackend(Backend):
     def _refresh(self) -> None:
         """Pick up index lines other processes (or a repair) wrote since we last looked."""
         if self._closed:
-            raise BackendUnavailableError(f"{self.location} is closed")
+            raise StoreClosedError(f"store {self.location} is closed")
         try:
             info = os.stat(self._index_path)
         except FileNotFoundError:
@@ -1303,6 +1308,10 @@ class _FileLock:
         self._timeout = timeout
 
     def __enter__(self) -> None:
+        # Checked under the backend's mutex, as close() closes the fd under it: a closed fd's
+        # number may already belong to another file.
+        if self._backend._closed:
+            raise StoreClosedError(f"store {self._backend.location} is closed")
         deadline = time.monotonic() + self._timeout
         delay = 0.0005
         while True:

@@ -471,12 +471,11 @@ class LMDBBackend(Backend):
         """Run fn until it commits without hitting a full (or remotely grown) map."""
         while True:
             self._gate.enter()
+            txn: Txn | None = None
             try:
                 if self._closed:
                     raise StoreClosedError(f"LMDB store {self.location} is closed")
-                txn: Txn = (
-                    self._env.begin(buffers=True) if buffers else self._env.begin(write=write)
-                )
+                txn = self._env.begin(buffers=True) if buffers else self._env.begin(write=write)
                 try:
                     result = fn(txn)
                 except BaseException:
@@ -496,6 +495,9 @@ class LMDBBackend(Backend):
             except lmdb.Error as exc:
                 raise _translate(exc, self.location) from exc
             finally:
+                # Freed while the gate still holds a close off: a transaction object that
+                # outlives its environment's close crashes the process when it goes.
+                txn = None
                 self._gate.leave()
             self._gate.alone(functools.partial(_resize, self._env, grow_from))
 

@@ -180,6 +180,9 @@ class SQLiteBackend(Backend):
         vars(self)["wants_text"] = has_search
         self._closed = False
         self._lock = threading.Lock()
+        self._reading = 0
+        """Queries in flight on reader connections."""
+        self._reads_done = threading.Condition(self._lock)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._writer = GroupWriter(self._connect(), self._translate, self.location, self._connect)
@@ -214,12 +217,26 @@ class SQLiteBackend(Backend):
         return conn
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        if self._closed:
-            raise StoreClosedError(f"store {self.location} is closed")
+        self._begin_read()
         try:
             return self._reader().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
+        finally:
+            self._end_read()
+
+    def _begin_read(self) -> None:
+        """Count a query in flight: `close` waits for it (closing a connection in use crashes)."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError(f"store {self.location} is closed")
+            self._reading += 1
+
+    def _end_read(self) -> None:
+        with self._lock:
+            self._reading -= 1
+            if self._closed and not self._reading:
+                self._reads_done.notify_all()
 
     def _write(self, work: Callable[[sqlite3.Connection], Any], durability: Durability) -> Any:
         return self._writer.run(work, durability)
@@ -478,12 +495,13 @@ class SQLiteBackend(Backend):
             raise UsageError(
                 f"{self.location} has no full-text index: create the store with ?search=on"
             )
-        if self._closed:
-            raise StoreClosedError(f"store {self.location} is closed")
+        self._begin_read()
         try:
             rows = self._reader().execute(_SEARCH, (query, stream, limit)).fetchall()
         except sqlite3.Error as exc:
             raise translate_error(exc, self.location, query) from exc
+        finally:
+            self._end_read()
         return [SearchHit(s, q, i, p, snip or "", float(rank)) for s, q, i, p, snip, rank in rows]
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -502,6 +520,8 @@ class SQLiteBackend(Backend):
             if self._closed:
                 return
             self._closed = True
+            while self._reading:  # another thread's query: its connection must stay open
+                self._reads_done.wait()
             readers, self._readers = self._readers, []
         self._writer.close()
         for conn in readers:
