@@ -125,3 +125,27 @@ def test_a_commit_that_raises_fails_every_job_of_its_group() -> None:
     assert outcomes["holder"] == "held"
     for i in range(3):
         assert isinstance(outcomes[f"f{i}"], TimeoutError), outcomes
+
+
+def test_an_interrupted_leader_leaves_the_queue_usable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt while the leader gathers: later jobs still run, the interrupted one
+    never does."""
+    interrupts = [KeyboardInterrupt()]
+
+    def gather(self: Gather, queue: object) -> None:
+        if interrupts:
+            raise interrupts.pop()
+
+    monkeypatch.setattr(Gather, "wait", gather)
+    queue = GroupQueue()
+    ran: list[str] = []
+
+    def commit(group: list[Job]) -> bool:
+        for job in group:
+            job.result = job.fn(None)
+        return True
+
+    with pytest.raises(KeyboardInterrupt):
+        queue.run(lambda _txn: ran.append("interrupted"), True, commit)
+    assert queue.run(lambda _txn: ran.append("next") or "ok", True, commit) == "ok"
+    assert ran == ["next"]

@@ -106,11 +106,14 @@ class GroupQueue:
         with self._lock:
             self._queue.append(job)
             self._gather.arrived(len(self._queue))
-        while True:
-            group = self._turn(job)
-            if group is None:
-                break
-            self._lead(group, commit)
+        try:
+            while (group := self._turn(job)) is not None:
+                self._lead(group, commit)
+        except BaseException:  # interrupted (KeyboardInterrupt) while waiting: never run it
+            with self._lock:
+                if any(j is job for j in self._queue):
+                    self._queue.remove(job)
+            raise
         if job.error is not None:
             raise job.error
         return job.result
@@ -128,7 +131,12 @@ class GroupQueue:
                 return None
             self._leading = True
             if job.sync:
-                self._gather.wait(self._queue)
+                try:
+                    self._gather.wait(self._queue)
+                except BaseException:  # no one else would ever lead again
+                    self._leading = False
+                    self._cond.notify_all()
+                    raise
             group = self._queue[:MAX_GROUP]
             del self._queue[:MAX_GROUP]
             return group

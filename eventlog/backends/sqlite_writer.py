@@ -126,8 +126,14 @@ class GroupWriter:
             self._gather.arrived(len(self._queue))
         # A leader takes the oldest jobs, at most a group's worth: with a longer queue, its own
         # job may be left for a later group, which it leads or waits for in turn.
-        while (group := self._turn(job)) is not None:
-            self._lead(group)
+        try:
+            while (group := self._turn(job)) is not None:
+                self._lead(group)
+        except BaseException:  # interrupted (KeyboardInterrupt) while waiting: never run it
+            with self._lock:
+                if any(j is job for j in self._queue):
+                    self._queue.remove(job)
+            raise
         if job.error is not None:
             raise job.error
         return job.result
@@ -139,7 +145,12 @@ class GroupWriter:
                 if not self._leading:
                     self._leading = True
                     if job.durability is Durability.FSYNC:
-                        self._gather.wait(self._queue)
+                        try:
+                            self._gather.wait(self._queue)
+                        except BaseException:  # no one else would ever lead again
+                            self._leading = False
+                            self._cond.notify_all()
+                            raise
                     queue = self._queue
                     if len(queue) <= _MAX_GROUP:  # all of it, without copying
                         self._queue = []

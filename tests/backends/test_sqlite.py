@@ -21,6 +21,7 @@ import pytest
 import eventlog as el
 from eventlog.backends import sqlite_schema, sqlite_writer
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
+from eventlog.backends.group_commit import Gather
 from eventlog.backends.sqlite import SQLiteBackend
 from eventlog.backends.sqlite_checkpoint import (
     CHECKPOINT_FRAMES,
@@ -178,6 +179,26 @@ def test_a_queue_longer_than_a_group_is_committed_in_order(
         assert writer.commits == commits + 1 + 3  # the holder's, then groups of 3, 3 and 2
         assert [r.stream for r in backend.read_all(0, 100)] == [f"s{i}" for i in range(8)]
         backend.close()
+
+
+def test_an_interrupted_leader_leaves_no_stuck_writer_and_no_stray_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt while the leader gathers its group: the writer is not left marked as
+    led (every later append would hang), and the interrupted append is never written."""
+    interrupts = [KeyboardInterrupt()]
+
+    def gather(self: Gather, queue: object) -> None:
+        if interrupts:
+            raise interrupts.pop()
+
+    monkeypatch.setattr(Gather, "wait", gather)
+    backend = SQLiteBackend(tmp_path / "i.db")
+    with pytest.raises(KeyboardInterrupt):
+        backend.append([_record("a", 1)], Durability.FSYNC)
+    assert backend.append([_record("b", 1)], Durability.FSYNC) == [1]
+    assert [r.stream for r in backend.read_all(0, 10)] == ["b"]
+    backend.close()
 
 
 def test_group_commit_conflict_fails_only_its_caller(tmp_path: Path) -> None:
