@@ -195,3 +195,31 @@ def test_stop_reasons() -> None:
         "model_context_window_exceeded",
     )
     assert ingest_response(message([], "refusal")).stop_reason == "refusal"
+
+
+def test_integers_past_64_bits_keep_their_digits(tmp_path: Any) -> None:
+    """orjson made floats of them (silently) or refused them (TypeError): the digits are kept,
+    a JSONL store holds them and renders them back; a MessagePack store refuses, naming it."""
+    import eventlog as el
+    from eventlog.projections.providers.ingest import ingest_text
+    from eventlog.projections.providers.render import render_json
+    from tests import render_windows as rw
+
+    big = 123456789012345678901234567890
+    body = {
+        "type": "message", "id": "m", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"n": big}}],
+        "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+    raw = '{"type":"message","id":"m","role":"assistant","model":"claude-x","content":[{"type":"tool_use","id":"toolu_1","name":"f","input":{"n":%d}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}'  # noqa: E501
+    for out in (ingest_response(body), ingest_text("anthropic", raw % big)):
+        (call,) = out.tool_calls
+        assert call.raw_arguments == f'{{"n":{big}}}' and call.arguments == {"n": big}
+    with el.open(f"jsonl://{tmp_path}/j") as store:
+        store.append("s", [el.ModelInput.from_text("go"), out])
+        (back,) = store.read("s", 2)
+        assert back.data == out
+    window = rw.win(el.ModelInput.from_text("go"), out)
+    assert f'"input":{{"n":{big}}}'.encode() in render_json(window, "anthropic", model="m")
+    with el.open(f"sqlite:///{tmp_path}/s.db") as store, pytest.raises(el.ValidationError):
+        store.append("s", [out])

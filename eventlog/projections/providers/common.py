@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
+import msgspec
 import orjson
 
 from eventlog.errors import ProviderMappingError, ValidationError
@@ -83,7 +84,19 @@ def first_of(d: dict[str, Any], *keys: str) -> Any:
 
 def dumps(value: Any) -> str:
     """Compact JSON text (key order kept), as raw arguments of object-valued tool inputs."""
-    return orjson.dumps(value).decode()
+    return json_bytes(value).decode()
+
+
+def json_bytes(value: Any) -> bytes:
+    """Compact JSON (key order kept); integers of any size as the digits they are.
+
+    orjson refuses integers past 64 bits, which a provider may send in tool arguments; msgspec
+    writes them (the same bytes otherwise), so it takes over for those.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return msgspec.json.encode(value)
 
 
 def non_negative(value: Any) -> int:
@@ -135,11 +148,14 @@ def parse_sse(text: str) -> list[SSEEvent]:
     return events
 
 
+_decode_json = msgspec.json.Decoder().decode
+
+
 def decode_json(text: str | bytes, where: str) -> Any:
     """Decode JSON text, naming where it came from when it is not JSON."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
+        return _decode_json(text)  # integers of any size kept (orjson makes floats of them)
+    except msgspec.DecodeError as exc:
         raise mapping_error(where, f"not valid JSON ({exc})") from None
 
 
@@ -233,6 +249,7 @@ __all__ = [
     "as_dict",
     "b64decode",
     "decode_json",
+    "json_bytes",
     "dumps",
     "first_of",
     "get",

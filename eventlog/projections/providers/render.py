@@ -15,10 +15,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from eventlog.errors import UsageError
 from eventlog.projections.providers import anthropic, gemini, openai_chat, openai_responses
+from eventlog.projections.providers.common import json_bytes
 from eventlog.projections.providers.render_common import check_options
 from eventlog.projections.window_types import Window
 
@@ -60,7 +59,7 @@ def render_json(
 ) -> bytes:
     """`render`, dumped as compact JSON bytes (deterministic: same window, same bytes)."""
     body = render(window, provider, model=model, max_tokens=max_tokens, **options)
-    return orjson.dumps(body)
+    return json_bytes(body)
 
 
 __all__ = ["PROVIDERS", "RENDERERS", "render", "render_json"]
