@@ -79,19 +79,103 @@ class Job:
         self.done = False
 
 
-class GroupQueue:
-    """Leader/follower queue: `run` returns once the group holding its job has committed."""
+class Turns:
+    """Leader/follower turns over a queue of jobs: the part both group commits share.
+
+    A caller queues its job (`_enqueue`), then `_take_turns`: while another thread leads it
+    waits; when none does it leads the oldest jobs, at most `_cap()` of them, and goes on until
+    its own job is done (with a long queue it may lead a group without it). The lock is entered
+    as the plain lock (C) rather than the Condition (Python), and `notify_all` runs only when a
+    follower waits: a lone writer pays for neither.
+    """
 
     def __init__(self) -> None:
-        # Entered as the plain lock (C) rather than the Condition (Python), and notified only
-        # when a follower waits: a lone writer pays for neither.
         self._lock = lock = threading.Lock()
         self._cond = threading.Condition(lock)
         self._followers = 0
         """Threads waiting for a leader's commit."""
         self._gather = Gather(lock)
-        self._queue: list[Job] = []
+        self._queue: list[Any] = []
         self._leading = False
+
+    def _cap(self) -> int:
+        """At most this many jobs share one commit."""
+        return MAX_GROUP
+
+    def _check_open(self) -> None:
+        """Raise if no more jobs may be queued (called with the lock held)."""
+
+    def _enqueue(self, job: Any) -> None:
+        with self._lock:
+            self._check_open()
+            self._queue.append(job)
+            self._gather.arrived(len(self._queue))
+
+    def _take_turns(self, job: Any, sync: bool, lead: Callable[[list[Any]], None]) -> None:
+        """Wait, or lead groups through `lead(group)`, until `job` is done.
+
+        `lead` must give every job of its group a result or an error. Interrupted while waiting
+        (KeyboardInterrupt), the job is taken back if no group has taken it: it never runs.
+        """
+        try:
+            while (group := self._turn(job, sync)) is not None:
+                try:
+                    lead(group)
+                finally:
+                    self._finish(group)
+        except BaseException:
+            with self._lock:
+                if any(j is job for j in self._queue):
+                    self._queue.remove(job)
+            raise
+
+    def _turn(self, job: Any, sync: bool) -> list[Any] | None:
+        """Wait while another thread leads; the group to lead next, or None once `job` is done."""
+        with self._lock:
+            while self._leading and not job.done:
+                self._wait()
+            if job.done:
+                return None
+            self._leading = True
+            if sync:
+                try:
+                    self._gather.wait(self._queue)
+                except BaseException:  # no one else would ever lead again
+                    self._leading = False
+                    self._cond.notify_all()
+                    raise
+            queue, cap = self._queue, self._cap()
+            if len(queue) <= cap:  # all of it, without copying
+                self._queue = []
+                return queue
+            group = queue[:cap]
+            del queue[:cap]
+            return group
+
+    def _wait(self) -> None:
+        """Wait (lock held) until a leader's commit ends."""
+        self._followers += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._followers -= 1
+
+    def _finish(self, group: list[Any]) -> None:
+        """The group's commit ended: mark its jobs done and wake the threads waiting."""
+        with self._lock:
+            for j in group:
+                j.done = True
+            self._leading = False
+            self._gather.committed(len(group), len(self._queue))
+            if self._followers:
+                self._cond.notify_all()
+
+
+class GroupQueue(Turns):
+    """Leader/follower queue: `run` returns once the group holding its job has committed."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.commits = 0
         """Transactions committed through this queue."""
         self.jobs = 0
@@ -103,46 +187,13 @@ class GroupQueue:
         `commit` runs the jobs, sets each one's result or error, and says whether it committed.
         """
         job = Job(fn, sync)
-        with self._lock:
-            self._queue.append(job)
-            self._gather.arrived(len(self._queue))
-        try:
-            while (group := self._turn(job)) is not None:
-                self._lead(group, commit)
-        except BaseException:  # interrupted (KeyboardInterrupt) while waiting: never run it
-            with self._lock:
-                if any(j is job for j in self._queue):
-                    self._queue.remove(job)
-            raise
+        self._enqueue(job)
+        self._take_turns(job, sync, lambda group: self._lead(group, commit))
         if job.error is not None:
             raise job.error
         return job.result
 
-    def _turn(self, job: Job) -> list[Job] | None:
-        """Wait while another thread leads; the group to lead next, or None once `job` is done."""
-        with self._lock:
-            while self._leading and not job.done:
-                self._followers += 1
-                try:
-                    self._cond.wait()
-                finally:
-                    self._followers -= 1
-            if job.done:
-                return None
-            self._leading = True
-            if job.sync:
-                try:
-                    self._gather.wait(self._queue)
-                except BaseException:  # no one else would ever lead again
-                    self._leading = False
-                    self._cond.notify_all()
-                    raise
-            group = self._queue[:MAX_GROUP]
-            del self._queue[:MAX_GROUP]
-            return group
-
     def _lead(self, group: list[Job], commit: Callable[[list[Job]], bool]) -> None:
-        """Commit `group`, then wake the threads waiting for it."""
         try:
             if commit(group):
                 self.commits += 1
@@ -156,11 +207,3 @@ class GroupQueue:
                     j.error = exc
             if not isinstance(exc, Exception):
                 raise
-        finally:
-            with self._lock:
-                for j in group:
-                    j.done = True
-                self._leading = False
-                self._gather.committed(len(group), len(self._queue))
-                if self._followers:
-                    self._cond.notify_all()

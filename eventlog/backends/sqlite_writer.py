@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from eventlog.backends.base import Durability
-from eventlog.backends.group_commit import Gather
+from eventlog.backends.group_commit import Turns
 from eventlog.backends.sqlite_checkpoint import (
     CHECKPOINT_FRAMES,
     WAL_CAP_FRAMES,
@@ -75,7 +74,7 @@ def _level_and_size(group: list[Job]) -> tuple[Durability, int]:
     return max((j.durability for j in group), key=_RANK.__getitem__), sum(j.size for j in group)
 
 
-class GroupWriter:
+class GroupWriter(Turns):
     """Runs jobs on one connection, several per transaction when callers overlap."""
 
     def __init__(
@@ -85,6 +84,7 @@ class GroupWriter:
         location: str,
         connect: Callable[[], sqlite3.Connection],
     ) -> None:
+        super().__init__()
         self._conn = conn
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
         # A WAL reset keeps at most this much file: room for the cap, without keeping a burst's.
@@ -92,15 +92,6 @@ class GroupWriter:
         self._checkpointer = Checkpointer(connect, location)
         self._translate = translate
         self._location = location
-        # Entered as the plain lock (C) rather than the Condition (Python) on every write, and
-        # notified only when a follower waits: a lone writer pays for neither.
-        self._lock = lock = threading.Lock()
-        self._cond = threading.Condition(lock)
-        self._followers = 0
-        """Threads waiting in `_turn` for a leader's commit."""
-        self._gather = Gather(lock)
-        self._queue: list[Job] = []
-        self._leading = False
         self._closed = False
         self._sync = ""
         self._autocheckpoint = CHECKPOINT_FRAMES
@@ -119,63 +110,18 @@ class GroupWriter:
         is about how many bytes it writes.
         """
         job = Job(work, durability, one_statement, size)
-        with self._lock:
-            if self._closed:
-                raise StoreClosedError(f"store {self._location} is closed")
-            self._queue.append(job)
-            self._gather.arrived(len(self._queue))
-        # A leader takes the oldest jobs, at most a group's worth: with a longer queue, its own
-        # job may be left for a later group, which it leads or waits for in turn.
-        try:
-            while (group := self._turn(job)) is not None:
-                self._lead(group)
-        except BaseException:  # interrupted (KeyboardInterrupt) while waiting: never run it
-            with self._lock:
-                if any(j is job for j in self._queue):
-                    self._queue.remove(job)
-            raise
+        self._enqueue(job)
+        self._take_turns(job, durability is Durability.FSYNC, self._commit)
         if job.error is not None:
             raise job.error
         return job.result
 
-    def _turn(self, job: Job) -> list[Job] | None:
-        """Wait while another thread leads; the group to lead next, or None once `job` is done."""
-        with self._lock:
-            while not job.done:
-                if not self._leading:
-                    self._leading = True
-                    if job.durability is Durability.FSYNC:
-                        try:
-                            self._gather.wait(self._queue)
-                        except BaseException:  # no one else would ever lead again
-                            self._leading = False
-                            self._cond.notify_all()
-                            raise
-                    queue = self._queue
-                    if len(queue) <= _MAX_GROUP:  # all of it, without copying
-                        self._queue = []
-                        return queue
-                    group = queue[:_MAX_GROUP]
-                    del queue[:_MAX_GROUP]
-                    return group
-                self._followers += 1
-                try:
-                    self._cond.wait()
-                finally:
-                    self._followers -= 1
-            return None
+    def _cap(self) -> int:
+        return _MAX_GROUP
 
-    def _lead(self, group: list[Job]) -> None:
-        try:
-            self._commit(group)
-        finally:
-            with self._lock:
-                for job in group:
-                    job.done = True
-                self._leading = False
-                self._gather.committed(len(group), len(self._queue))
-                if self._followers:
-                    self._cond.notify_all()
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self._location} is closed")
 
     def _commit(self, group: list[Job]) -> None:
         """Run the group in one transaction; every job ends with a result or an error."""
@@ -329,11 +275,7 @@ class GroupWriter:
         with self._lock:
             self._closed = True
             while self._leading:
-                self._followers += 1  # so the leader's end of commit wakes this thread
-                try:
-                    self._cond.wait()
-                finally:
-                    self._followers -= 1
+                self._wait()
             for job in self._queue:
                 job.error = StoreClosedError(f"store {self._location} is closed")
                 job.done = True
