@@ -220,3 +220,66 @@ def test_two_thousand_turns() -> None:
         out(f"call_{k}", f"result {k}"),
         assistant(4 * k + 4, f"answer {k}"),
     ]
+
+
+def _rs(item_id: str) -> dict[str, Any]:
+    return {"type": "reasoning", "id": item_id, "summary": []}
+
+
+def test_reasoning_items_keep_their_place_among_the_messages() -> None:
+    """Reasoning between messages (a preamble, then more reasoning, then a call) is passed back
+    where it came, each item before the one it preceded, not all of it first."""
+    R, T = rw.ReasoningPart, rw.TextPart
+    parts = (R(item_id="rs_1"), T(text="Let me check."), R(item_id="rs_2"), T(text="Checking."))
+    w = rw.win(
+        rw.text_in("q"),
+        rw.calls_out(
+            rw.call("call_1", "search", "{}"), invocation=rw.OPENAI_RESPONSES, parts=parts
+        ),
+        rw.results(rw.ok("call_1", "search", "found")),
+    )
+    second = {**assistant(2, "Checking."), "id": message_id("conv", 2, 1)}
+    assert r(w)["input"] == [
+        user("q"),
+        _rs("rs_1"),
+        assistant(2, "Let me check."),
+        _rs("rs_2"),
+        second,
+        fc("call_1", "search", "{}"),
+        out("call_1", "found"),
+    ]
+    assert second["id"] != assistant(2)["id"]
+    # Without calls, reasoning after the last message preceded nothing: not sent.
+    no_call = rw.win(
+        rw.text_in("q"), rw.ModelOutput(parts=parts[:3], invocation=rw.OPENAI_RESPONSES)
+    )
+    assert r(no_call)["input"] == [user("q"), _rs("rs_1"), assistant(2, "Let me check.")]
+
+
+def test_ingested_interleaving_renders_back_in_order() -> None:
+    """A response's output items, ingested then rendered: reasoning, message, reasoning, call."""
+    from eventlog.projections.providers.ingest_openai_responses import ingest_response
+
+    text = [{"type": "output_text", "text": "Looking.", "annotations": []}]
+    body_in = {
+        "object": "response", "id": "resp_1", "model": "gpt-x", "status": "completed",
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "message", "id": "msg_x", "role": "assistant", "status": "completed",
+             "content": text},
+            {"type": "reasoning", "id": "rs_2", "summary": []},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "search",
+             "arguments": "{}"},
+        ],
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+    output = ingest_response(body_in)
+    w = rw.win(rw.text_in("q"), output, rw.results(rw.ok("call_1", "search", "found")))
+    kinds = [(i["type"], i.get("id")) for i in r(w)["input"][1:]]
+    assert kinds == [
+        ("reasoning", "rs_1"),
+        ("message", message_id("conv", 2)),
+        ("reasoning", "rs_2"),
+        ("function_call", None),
+        ("function_call_output", None),
+    ]

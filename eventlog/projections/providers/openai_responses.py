@@ -111,35 +111,46 @@ class _Items(Pairing):
             self.out.append({"type": "message", "role": "developer", "content": content})
 
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
-        """Reasoning items (OpenAI's own), the assistant message, calls, then their outputs."""
+        """The output's items in the order of its parts, then its calls and their outputs.
+
+        Reasoning items (OpenAI's own) stay where they came, each before the item it preceded:
+        runs of text between them become assistant messages. Reasoning with nothing after it
+        is not sent (the API wants the item it preceded).
+        """
         self.leading = False
-        out = self.out
+        own = from_provider(output, PROVIDER)
+        items: list[Item] = []
         content: list[dict[str, Any]] = []
+        messages = 0
+
+        def close_message() -> None:
+            nonlocal content, messages
+            if content:
+                items.append(_message(message_id(self.stream, seq, messages), content))
+                messages += 1
+                content = []
+
         for part in output.parts:
             if isinstance(part, TextPart) and part.text:
                 content.append({"type": "output_text", "text": part.text, "annotations": []})
             elif isinstance(part, RefusalPart) and part.text:
                 content.append({"type": "refusal", "refusal": part.text})
-        if not content and not answers:
-            return  # reasoning alone must not be sent: the API wants the item it preceded
-        if from_provider(output, PROVIDER):
-            out += [_reasoning(p) for p in output.parts if _is_openai_reasoning(p)]
-        if content:
-            out.append(
-                {
-                    "type": "message",
-                    "role": "assistant",
-                    "id": message_id(self.stream, seq),
-                    "status": "completed",
-                    "content": content,
-                }
-            )
+            elif own and _is_openai_reasoning(part):
+                close_message()
+                items.append(_reasoning(part))
+        close_message()
+        if not answers:  # reasoning after the last message preceded nothing that is sent
+            while items and items[-1]["type"] == "reasoning":
+                items.pop()
+        if not messages and not answers:
+            return
+        self.out += items
         if not answers:
             return
         outputs: list[Item] = []
         for call, uid, result in answers:
             call_id = _call_id(uid)
-            out.append(
+            self.out.append(
                 {
                     "type": "function_call",
                     "call_id": call_id,
@@ -150,7 +161,7 @@ class _Items(Pairing):
             text = error_text(result)
             value = _result_output(text, result.attachments) if result.attachments else text
             outputs.append({"type": "function_call_output", "call_id": call_id, "output": value})
-        out += outputs
+        self.out += outputs
 
 
 def _content(blocks: tuple[str | Attachment, ...]) -> list[dict[str, Any]]:
@@ -203,10 +214,24 @@ def _reasoning(part: object) -> Item:
     return item
 
 
-def message_id(stream: str, seq: int) -> str:
-    """A stable `msg_` id for an assistant message (the input item type requires one)."""
-    digest = hashlib.sha256(f"{stream}\x00{seq}".encode()).hexdigest()[:32]
+def message_id(stream: str, seq: int, index: int = 0) -> str:
+    """A stable `msg_` id for an assistant message (the input item type requires one).
+
+    `index` numbers the messages of one output (reasoning between them splits its text).
+    """
+    key = f"{stream}\x00{seq}" if index == 0 else f"{stream}\x00{seq}\x00{index}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
     return f"msg_{digest}"
+
+
+def _message(item_id: str, content: list[dict[str, Any]]) -> Item:
+    return {
+        "type": "message",
+        "role": "assistant",
+        "id": item_id,
+        "status": "completed",
+        "content": content,
+    }
 
 
 __all__ = ["MAX_ID_LENGTH", "PROVIDER", "message_id", "render"]
