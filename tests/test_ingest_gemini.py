@@ -95,6 +95,18 @@ def test_a_signature_closes_its_part() -> None:
     assert out.parts == (TextPart(text="a", signature="s1"), TextPart(text="b"))
 
 
+def test_parts_of_one_response_are_not_merged() -> None:
+    """Two text parts of one response stay two (a signed part is never merged with another);
+    across a stream's chunks, the pieces of one part are joined as before."""
+    parts = [{"text": "Intro. "}, {"text": "Answer.", "thoughtSignature": "s1"}]
+    assert ingest_response(chunk(parts, "STOP")).parts == (
+        TextPart(text="Intro. "),
+        TextPart(text="Answer.", signature="s1"),
+    )
+    stream = [chunk([{"text": "Intro. "}]), chunk([parts[1]], "STOP")]
+    assert ingest_stream(stream).parts == (TextPart(text="Intro. Answer.", signature="s1"),)
+
+
 def test_snake_case_from_the_google_genai_sdk() -> None:
     dumped = {
         "candidates": [

@@ -52,6 +52,8 @@ class _Text(msgspec.Struct):
     thought: bool
     text: list[str]
     signature: str | None = None
+    chunk: int = 0
+    """The chunk (response) that started it: only a later chunk's text continues it."""
 
 
 def usage_from(raw: Any, where: str) -> Usage | None:
@@ -139,11 +141,21 @@ class GeminiAccumulator(Accumulator):
             return  # inline data, executable code: not kept (see docs/providers.md)
         thought = bool(p.get("thought"))
         last = self._items[-1] if self._items else None
-        if isinstance(last, _Text) and last.thought == thought and last.signature is None:
+        # A stream sends one part in pieces, one per chunk, its signature on the last; two parts
+        # of one response are two parts (Gemini: a signed part is never merged with another).
+        if (
+            isinstance(last, _Text)
+            and last.thought == thought
+            and last.signature is None
+            and last.chunk < self._responses
+        ):
             last.text.append(text)
             last.signature = signature
+            last.chunk = self._responses
         elif text or signature:
-            self._items.append(_Text(thought=thought, text=[text], signature=signature))
+            self._items.append(
+                _Text(thought=thought, text=[text], signature=signature, chunk=self._responses)
+            )
 
     def _calls(self) -> list[ToolCall]:
         return [i for i in self._items if isinstance(i, ToolCall)]
