@@ -10,6 +10,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+import eventlog as el
 from eventlog.errors import UsageError
 from eventlog.events import ModelInput, ModelOutput, Section, ToolResult, ToolResults
 from eventlog.projections.providers import render_common as rc
@@ -248,11 +249,8 @@ def test_uploaded_files_and_unfetchable_uris() -> None:
         "detail": "auto",
     }
     chat = content("openai-chat")
-    assert chat[1:3] == [
-        {"type": "file", "file": {"file_id": "file-img"}},
-        {"type": "file", "file": {"file_id": "file-doc"}},
-    ]
-    assert [p["type"] for p in chat[3:6]] == ["text"] * 3
+    assert chat[2] == {"type": "file", "file": {"file_id": "file-doc"}}
+    assert [p["type"] for p in (chat[1], *chat[3:6])] == ["text"] * 4  # Chat: images by URL only
     anthropic = content("anthropic")
     assert anthropic[3:5] == [
         {"type": "image", "source": {"type": "file", "file_id": "file_011"}},
@@ -267,3 +265,19 @@ def test_uploaded_files_and_unfetchable_uris() -> None:
     gemini = content("gemini")
     assert all("text" in p for p in gemini[1:5])  # the providers' files: notes
     assert gemini[5] == {"fileData": {"mimeType": "image/png", "fileUri": "s3://bucket/x.png"}}
+
+
+def test_uri_schemes_are_matched_without_case() -> None:
+    assert rc.is_fetchable(rw.Attachment(media_type="image/png", uri="HTTPS://example.com/a.png"))
+    assert not rc.is_fetchable(rw.Attachment(media_type="image/png", uri="S3://bucket/a.png"))
+
+
+def test_json_bytes_writes_big_integers_and_still_refuses_the_rest() -> None:
+    from eventlog.projections.providers.common import decode_json, json_bytes
+
+    assert json_bytes({"n": 2**70, "x": 1.5}) == b'{"n":1180591620717411303424,"x":1.5}'
+    with pytest.raises(TypeError):
+        json_bytes({"b": b"bytes are no JSON"})
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(el.ProviderMappingError, match="nested too deeply|depth"):
+        decode_json(deep, "a body")

@@ -227,3 +227,20 @@ def test_a_dropped_first_call_hands_its_signature_on() -> None:
         rw.results(rw.ok("c2", "search", "two")),
     )
     assert r(w_other, unanswered="drop")["contents"][1] == model(call("search", {"q": 2}))
+
+
+def test_a_carried_signature_never_lands_on_a_later_call() -> None:
+    """When the first call kept has a signature of its own, the dropped one's goes nowhere."""
+    w = rw.win(
+        rw.text_in("Do three things."),
+        rw.calls_out(
+            rw.call("c1", "search", "{}", signature="SIG1"),
+            rw.call("c2", "search", '{"q": 2}', signature="SIG2"),
+            rw.call("c3", "search", '{"q": 3}'),
+            invocation=rw.GOOGLE,
+        ),
+        rw.results(rw.ok("c2", "search", "two"), rw.ok("c3", "search", "three")),
+    )
+    assert r(w, unanswered="drop")["contents"][1] == model(
+        call("search", {"q": 2}, sig="SIG2"), call("search", {"q": 3})
+    )

@@ -32,6 +32,7 @@ import logging
 import os
 import struct
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -478,8 +479,11 @@ class LMDBBackend(Backend):
                 txn = self._env.begin(buffers=True) if buffers else self._env.begin(write=write)
                 try:
                     result = fn(txn)
-                except BaseException:
+                except BaseException as exc:
                     txn.abort()
+                    # The traceback keeps fn's frames, and their cursors, past the gate:
+                    # their locals go now (the lines stay).
+                    traceback.clear_frames(exc.__traceback__)
                     raise
                 if write:
                     txn.commit()

@@ -90,12 +90,15 @@ def dumps(value: Any) -> str:
 def json_bytes(value: Any) -> bytes:
     """Compact JSON (key order kept); integers of any size as the digits they are.
 
-    orjson refuses integers past 64 bits, which a provider may send in tool arguments; msgspec
-    writes them (the same bytes otherwise), so it takes over for those.
+    orjson refuses integers past 64 bits, which a provider may send in tool arguments; for a
+    value holding one, msgspec writes it instead (its floats spelled `1e16` where orjson writes
+    `1e+16`: the same numbers). Anything else orjson refuses is still refused.
     """
     try:
         return orjson.dumps(value)
-    except TypeError:
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
         return msgspec.json.encode(value)
 
 
@@ -157,6 +160,8 @@ def decode_json(text: str | bytes, where: str) -> Any:
         return _decode_json(text)  # integers of any size kept (orjson makes floats of them)
     except msgspec.DecodeError as exc:
         raise mapping_error(where, f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise mapping_error(where, "JSON nested too deeply") from None
 
 
 def looks_like_sse(text: str) -> bool:

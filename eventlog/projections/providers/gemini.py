@@ -125,8 +125,8 @@ class _Contents(Pairing):
         for call, _, result in answers:
             part: Part = {"functionCall": {"name": call.name, "args": tool_input(call)}}
             signature = call.signature if own else None
-            if signature is None and carried is not None:
-                signature, carried = carried, None
+            if carried is not None:  # the first call kept: it takes the dropped one's place
+                signature, carried = signature or carried, None
             if signature is not None:
                 part["thoughtSignature"] = signature
             parts.append(part)

@@ -153,12 +153,13 @@ class _Messages(Pairing):
 def _attachment(a: Attachment) -> dict[str, Any]:
     """Images as `image_url` parts, inline PDFs and OpenAI file ids as `file` parts.
 
-    Anything else (another provider's file, a URI OpenAI cannot fetch) becomes a note.
+    Anything else (an image by file id, another provider's file, a URI OpenAI cannot fetch)
+    becomes a note.
     """
     file_id = provider_file(a, PROVIDER)
-    if file_id is not None:
+    if file_id is not None and not is_image(a):  # Chat takes images by URL only
         return {"type": "file", "file": {"file_id": file_id}}
-    if not is_fetchable(a):
+    if file_id is not None or not is_fetchable(a):
         return {"type": "text", "text": attachment_note(a, "OpenAI Chat")}
     if is_image(a):
         return {"type": "image_url", "image_url": {"url": data_url(a)}}

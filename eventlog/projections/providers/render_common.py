@@ -452,7 +452,7 @@ def is_fetchable(attachment: Attachment) -> bool:
     Not another provider's file id, nor a scheme only the application knows (s3:, file:, ...).
     """
     uri = attachment.uri
-    return uri is None or uri.startswith(("https://", "http://", "data:"))
+    return uri is None or uri.partition(":")[0].lower() in ("https", "http", "data")
 
 
 def is_image(attachment: Attachment) -> bool:
