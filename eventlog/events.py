@@ -168,6 +168,9 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Why `raw_arguments` did not parse into an object, when it did not."""
     signature: str | None = None
     """Provider artifact (Gemini thought signature) issued with this call."""
+    item_id: str | None = None
+    """The provider's id of the item that carried the call (OpenAI Responses `fc_...`), sent
+    back with it: a reasoning item is paired with the item that followed it by this id."""
 
     @classmethod
     def parse(cls, id: str, name: str, raw_arguments: str, **kw: Any) -> ToolCall:

@@ -177,7 +177,7 @@ def reasoning_openai() -> Window:
     return win(
         text_in("Think, then look up."),
         calls_out(
-            call("call_9", "search", '{"q": "x"}'),
+            call("call_9", "search", '{"q": "x"}', item_id="fc_9"),
             invocation=OPENAI_RESPONSES,
             parts=(
                 ReasoningPart(

@@ -37,8 +37,8 @@ EXPECTED = ModelOutput(
         TextPart(text=TEXT),
     ),
     tool_calls=(
-        ToolCall.parse("call_a", "get_weather", ARGS_A),
-        ToolCall.parse("call_b", "get_weather", ARGS_B),
+        ToolCall.parse("call_a", "get_weather", ARGS_A, item_id="fc_1"),
+        ToolCall.parse("call_b", "get_weather", ARGS_B, item_id="fc_2"),
     ),
     invocation=Invocation(provider="openai", specification="responses", model=MODEL),
     usage=Usage(

@@ -134,9 +134,21 @@ def test_openai_reasoning_items_passed_back() -> None:
             "summary": [{"type": "summary_text", "text": "Plan."}],
             "encrypted_content": "ENC==",
         },
-        fc("call_9", "search", '{"q": "x"}'),
+        {"type": "function_call", "id": "fc_9", **fc("call_9", "search", '{"q": "x"}')},
         out("call_9", "found"),
     )
+
+
+def test_item_ids_go_back_to_openai_only() -> None:
+    """A call's `fc_` id is sent back with an OpenAI output, never with another provider's."""
+    w = rw.reasoning_openai()
+    other = rw.win(
+        rw.text_in("q"),
+        rw.calls_out(rw.call("call_9", "search", "{}", item_id="fc_9")),  # Anthropic's
+        rw.results(rw.ok("call_9", "search", "found")),
+    )
+    assert r(w)["input"][2]["id"] == "fc_9"
+    assert "id" not in r(other)["input"][1]
 
 
 def test_anthropic_thinking_not_sent() -> None:
@@ -280,6 +292,6 @@ def test_ingested_interleaving_renders_back_in_order() -> None:
         ("reasoning", "rs_1"),
         ("message", message_id("conv", 2)),
         ("reasoning", "rs_2"),
-        ("function_call", None),
+        ("function_call", "fc_1"),  # the id pairs it with the reasoning before it
         ("function_call_output", None),
     ]

@@ -149,6 +149,7 @@ class _Output:
                     need(item, "call_id", str, at),
                     need(item, "name", str, at),
                     need(item, "arguments", str, at, ""),
+                    item_id=need(item, "id", str, at, None),
                 )
             )
         elif kind == "custom_tool_call":

@@ -101,9 +101,8 @@ def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[Tool
         return parts, []
     if kind == "function_call":
         raw = get(item, "arguments", str, where, "")
-        return [], [
-            ToolCall.parse(get(item, "call_id", str, where), get(item, "name", str, where), raw)
-        ]
+        call_id, name = get(item, "call_id", str, where), get(item, "name", str, where)
+        return [], [ToolCall.parse(call_id, name, raw, item_id=get(item, "id", str, where, None))]
     if kind == "custom_tool_call":
         raw = get(item, "input", str, where, "")
         return [], [

@@ -13,7 +13,14 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eventlog.events import Attachment, ModelOutput, ReasoningPart, RefusalPart, TextPart
+from eventlog.events import (
+    Attachment,
+    ModelOutput,
+    ReasoningPart,
+    RefusalPart,
+    TextPart,
+    ToolCall,
+)
 from eventlog.projections.providers.render_common import (
     Answer,
     Blocks,
@@ -150,18 +157,20 @@ class _Items(Pairing):
         outputs: list[Item] = []
         for call, uid, result in answers:
             call_id = _call_id(uid)
-            self.out.append(
-                {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": call.name,
-                    "arguments": raw_arguments(call),
-                }
-            )
+            self.out.append(_function_call(call, call_id, own))
             text = error_text(result)
             value = _result_output(text, result.attachments) if result.attachments else text
             outputs.append({"type": "function_call_output", "call_id": call_id, "output": value})
         self.out += outputs
+
+
+def _function_call(call: ToolCall, call_id: str, own: bool) -> Item:
+    """A call's item, with the item id OpenAI gave it (pairing it with the reasoning before it)."""
+    item: Item = {"type": "function_call"}
+    if own and call.item_id is not None:
+        item["id"] = call.item_id
+    item.update(call_id=call_id, name=call.name, arguments=raw_arguments(call))
+    return item
 
 
 def _content(blocks: tuple[str | Attachment, ...]) -> list[dict[str, Any]]:
