@@ -124,6 +124,10 @@ class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag=
     text: str
     signature: str | None = None
     """Provider artifact attached to this part (Gemini thought signature), sent back verbatim."""
+    item_id: str | None = None
+    """The provider's id of the message that carried it (OpenAI Responses `msg_...`)."""
+    phase: str | None = None
+    """That message's phase (OpenAI Responses: `commentary` or `final_answer`), sent back."""
 
 
 class ReasoningPart(

@@ -34,7 +34,7 @@ USAGE = {
 EXPECTED = ModelOutput(
     parts=(
         ReasoningPart(item_id="rs_1", encrypted_content=ENCRYPTED, summary=(SUMMARY,)),
-        TextPart(text=TEXT),
+        TextPart(text=TEXT, item_id="msg_1"),
     ),
     tool_calls=(
         ToolCall.parse("call_a", "get_weather", ARGS_A, item_id="fc_1"),
@@ -237,7 +237,7 @@ def test_deltas_alone_build_the_output() -> None:
     expected = copy.deepcopy(EXPECTED)
     reasoning_part = ReasoningPart(item_id="rs_1", summary=(SUMMARY,))
     expected = ModelOutput(
-        parts=(reasoning_part, TextPart(text=TEXT)),
+        parts=(reasoning_part, TextPart(text=TEXT, item_id="msg_1")),
         tool_calls=expected.tool_calls,
         invocation=expected.invocation,
         usage=expected.usage,
@@ -298,5 +298,15 @@ def test_items_the_host_must_act_on_are_refused_not_dropped(kind: str) -> None:
     # Built-in tools OpenAI ran itself leave nothing for the host: still skipped.
     searched = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
     assert ingest_response(response([searched, message("found")])).parts == (
-        TextPart(text="found"),
+        TextPart(text="found", item_id="msg_1"),
+    )
+
+
+def test_message_ids_and_phase_are_kept() -> None:
+    preamble = {**message("Checking."), "id": "msg_a", "phase": "commentary"}
+    answer = {**message("Done."), "id": "msg_b", "phase": "final_answer"}
+    out = ingest_response(response([reasoning(True), preamble, answer]))
+    assert out.parts[1:] == (
+        TextPart(text="Checking.", item_id="msg_a", phase="commentary"),
+        TextPart(text="Done.", item_id="msg_b", phase="final_answer"),
     )

@@ -290,8 +290,28 @@ def test_ingested_interleaving_renders_back_in_order() -> None:
     kinds = [(i["type"], i.get("id")) for i in r(w)["input"][1:]]
     assert kinds == [
         ("reasoning", "rs_1"),
-        ("message", message_id("conv", 2)),
+        ("message", "msg_x"),  # the provider's own id
         ("reasoning", "rs_2"),
         ("function_call", "fc_1"),  # the id pairs it with the reasoning before it
         ("function_call_output", None),
     ]
+
+
+def test_messages_keep_the_providers_ids_and_phase() -> None:
+    """Text of OpenAI's own output goes back in the messages it came in, with their ids and
+    phase; another provider's text gets derived ids and no phase."""
+    T = rw.TextPart
+    parts = (
+        T(text="Checking.", item_id="msg_a", phase="commentary"),
+        T(text="Done.", item_id="msg_b", phase="final_answer"),
+    )
+    own = rw.win(rw.text_in("q"), rw.ModelOutput(parts=parts, invocation=rw.OPENAI_RESPONSES))
+    assert r(own)["input"][1:] == [
+        {**assistant(2, "Checking."), "id": "msg_a", "phase": "commentary"},
+        {**assistant(2, "Done."), "id": "msg_b", "phase": "final_answer"},
+    ]
+    other = rw.win(rw.text_in("q"), rw.ModelOutput(parts=parts, invocation=rw.ANTHROPIC))
+    assert r(other)["input"][1:] == [assistant(2, "Checking.", "Done.")]
+    from tests.test_render_sdk import RESPONSES_PARAMS, validate
+
+    validate(RESPONSES_PARAMS, r(own))  # the SDK's request types take `phase`

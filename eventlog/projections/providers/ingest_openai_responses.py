@@ -88,12 +88,14 @@ def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[Tool
         ], []
     if kind == "message":
         parts: list[Part] = []
+        item_id = get(item, "id", str, where, None)
+        phase = get(item, "phase", str, where, None)
         for i, c in enumerate(get(item, "content", list, where, [])):
             c_where = f"{where}.content[{i}]"
             if c.get("type") == "output_text":
                 text = get(c, "text", str, c_where, "")
                 if text:
-                    parts.append(TextPart(text=text))
+                    parts.append(TextPart(text=text, item_id=item_id, phase=phase))
             elif c.get("type") == "refusal":
                 parts.append(RefusalPart(text=get(c, "refusal", str, c_where, "")))
             else:

@@ -126,26 +126,17 @@ class _Items(Pairing):
         """
         self.leading = False
         own = from_provider(output, PROVIDER)
-        items: list[Item] = []
-        content: list[dict[str, Any]] = []
-        messages = 0
-
-        def close_message() -> None:
-            nonlocal content, messages
-            if content:
-                items.append(_message(message_id(self.stream, seq, messages), content))
-                messages += 1
-                content = []
-
+        run = _OutputItems(self.stream, seq)
         for part in output.parts:
             if isinstance(part, TextPart) and part.text:
-                content.append({"type": "output_text", "text": part.text, "annotations": []})
+                run.text(part, own)
             elif isinstance(part, RefusalPart) and part.text:
-                content.append({"type": "refusal", "refusal": part.text})
+                run.add({"type": "refusal", "refusal": part.text})
             elif own and _is_openai_reasoning(part):
-                close_message()
-                items.append(_reasoning(part))
-        close_message()
+                run.close()
+                run.items.append(_reasoning(part))
+        run.close()
+        items, messages = run.items, run.messages
         if not answers:  # reasoning after the last message preceded nothing that is sent
             while items and items[-1]["type"] == "reasoning":
                 items.pop()
@@ -162,6 +153,47 @@ class _Items(Pairing):
             value = _result_output(text, result.attachments) if result.attachments else text
             outputs.append({"type": "function_call_output", "call_id": call_id, "output": value})
         self.out += outputs
+
+
+class _OutputItems:
+    """An output's message and reasoning items, in the order of its parts.
+
+    Text of OpenAI's own outputs keeps the message it came in (its id and phase); a message
+    without one gets a derived id (`message_id`).
+    """
+
+    def __init__(self, stream: str, seq: int) -> None:
+        self.stream, self.seq = stream, seq
+        self.items: list[Item] = []
+        self.messages = 0
+        self.content: list[dict[str, Any]] = []
+        self.source: tuple[str | None, str | None] = (None, None)
+        """(item id, phase) of the message being built."""
+
+    def text(self, part: TextPart, own: bool) -> None:
+        source = (part.item_id, part.phase) if own else (None, None)
+        if self.content and source[0] is not None and source != self.source:
+            self.close()  # the provider sent it in another message
+        if not self.content:
+            self.source = source
+        self.add({"type": "output_text", "text": part.text, "annotations": []})
+
+    def add(self, block: dict[str, Any]) -> None:
+        self.content.append(block)
+
+    def close(self) -> None:
+        """End the message being built (if any)."""
+        if self.content:
+            item_id, phase = self.source
+            item = _message(
+                item_id or message_id(self.stream, self.seq, self.messages), self.content
+            )
+            if phase is not None:
+                item["phase"] = phase
+            self.items.append(item)
+            self.messages += 1
+            self.content = []
+        self.source = (None, None)
 
 
 def _function_call(call: ToolCall, call_id: str, own: bool) -> Item:
