@@ -108,8 +108,8 @@ class _Builder:
 
     def __init__(self) -> None:
         self.names: dict[str, Any] = {"INT_LO": INT_RANGE[0], "INT_HI": INT_RANGE[1]}
-        self.names.update(plain=plain, datetime=datetime, date=date, time=time, UUID=UUID, UTC=UTC)
-        self.names["plain_listed"] = plain_listed
+        self.names.update(plain=plain, plain_listed=plain_listed, UTC=UTC, UUID=UUID)
+        self.names.update(datetime=datetime, date=date, time=time)
         self.seen_by_post_init = 0
         """How many of the records being generated have a `__post_init__`: inside one, an
         untyped value must hold lists, not tuples (decode gives lists; it must see the same)."""

@@ -216,12 +216,15 @@ class SQLiteBackend(Backend):
             self._local.conn = conn
         return conn
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query(
+        self, sql: str, params: Sequence[Any] = (), *, search: str | None = None
+    ) -> list[Any]:
+        """Rows of a read on this thread's reader connection (`search`: the query it runs)."""
         self._begin_read()
         try:
             return self._reader().execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise self._translate(exc) from exc
+            raise translate_error(exc, self.location, search) from exc
         finally:
             self._end_read()
 
@@ -274,11 +277,7 @@ class SQLiteBackend(Backend):
 
         # One row of a stream past its first event is one INSERT: atomic on its own.
         alone = len(rows) == 1 and not texts and first.seq != 1
-        size = (
-            len(rows[0][5]) + len(rows[0][6])
-            if alone
-            else sum(len(row[5]) + len(row[6]) for row in rows)
-        ) + _ROW_BYTES * len(rows)
+        size = sum(len(row[5]) + len(row[6]) for row in rows) + _ROW_BYTES * len(rows)
         positions: list[int] = self._writer.run(work, durability, one_statement=alone, size=size)
         return positions
 
@@ -495,13 +494,7 @@ class SQLiteBackend(Backend):
             raise UsageError(
                 f"{self.location} has no full-text index: create the store with ?search=on"
             )
-        self._begin_read()
-        try:
-            rows = self._reader().execute(_SEARCH, (query, stream, limit)).fetchall()
-        except sqlite3.Error as exc:
-            raise translate_error(exc, self.location, query) from exc
-        finally:
-            self._end_read()
+        rows = self._query(_SEARCH, (query, stream, limit), search=query)
         return [SearchHit(s, q, i, p, snip or "", float(rank)) for s, q, i, p, snip, rank in rows]
 
     # -- lifecycle -------------------------------------------------------------------------

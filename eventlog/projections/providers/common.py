@@ -82,6 +82,15 @@ def first_of(d: dict[str, Any], *keys: str) -> Any:
     return None
 
 
+FILE_SCHEMES = {"openai": "openai-file:", "anthropic": "anthropic-file:"}
+"""URI prefixes standing for files uploaded to a provider (parts given by file id)."""
+
+
+def file_uri(provider: str, file_id: str) -> str:
+    """The URI an attachment holds for `provider`'s uploaded file `file_id`."""
+    return FILE_SCHEMES[provider] + file_id
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text (key order kept), as raw arguments of object-valued tool inputs."""
     return json_bytes(value).decode()
@@ -254,6 +263,7 @@ __all__ = [
     "as_dict",
     "b64decode",
     "decode_json",
+    "file_uri",
     "json_bytes",
     "dumps",
     "first_of",

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, TextPart
+from eventlog.projections.providers.common import FILE_SCHEMES
 from eventlog.projections.providers.render_common import (
-    FILE_SCHEMES,
     OPENING_TEXT,
     Answer,
     Blocks,

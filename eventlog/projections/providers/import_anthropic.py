@@ -15,7 +15,7 @@ from eventlog.events import (
     ToolCall,
     ToolSpec,
 )
-from eventlog.projections.providers.common import dumps
+from eventlog.projections.providers.common import dumps, file_uri
 from eventlog.projections.providers.import_base import (
     HistoryBuilder,
     Where,
@@ -80,7 +80,7 @@ def _source(block: dict[str, Any], at: Where) -> Attachment:
             need(source, "url", str, s_at), s_at, fallback_type=fallback, name=name
         )
     if kind == "file":
-        uri = f"anthropic-file:{need(source, 'file_id', str, s_at)}"
+        uri = file_uri("anthropic", need(source, "file_id", str, s_at))
         return checked(
             lambda: Attachment(media_type="application/octet-stream", uri=uri, name=name), s_at
         )

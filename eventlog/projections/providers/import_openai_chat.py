@@ -16,6 +16,7 @@ from eventlog.events import (
     ToolCall,
     ToolSpec,
 )
+from eventlog.projections.providers.common import file_uri
 from eventlog.projections.providers.import_base import (
     HistoryBuilder,
     Where,
@@ -91,7 +92,7 @@ def _user_part(part: Any, at: Where) -> Section | Attachment:
             return attachment_from_base64(data, "application/pdf", at / "file", name)
         file_id = need(file, "file_id", str, at / "file")
         return Attachment(
-            media_type="application/octet-stream", uri=f"openai-file:{file_id}", name=name
+            media_type="application/octet-stream", uri=file_uri("openai", file_id), name=name
         )
     raise (at / "type").error(f"unsupported content part type {kind!r}")
 

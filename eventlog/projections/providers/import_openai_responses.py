@@ -16,6 +16,7 @@ from eventlog.events import (
     ToolCall,
     ToolSpec,
 )
+from eventlog.projections.providers.common import file_uri
 from eventlog.projections.providers.import_base import (
     HistoryBuilder,
     Where,
@@ -61,7 +62,9 @@ def _input_part(part: Any, at: Where) -> Section | Attachment:
         if url is not None:
             return attachment_from_url(url, at / "image_url", fallback_type="image/*")
         file_id = need(part, "file_id", str, at)
-        return checked(lambda: Attachment(media_type="image/*", uri=f"openai-file:{file_id}"), at)
+        return checked(
+            lambda: Attachment(media_type="image/*", uri=file_uri("openai", file_id)), at
+        )
     if kind == "input_file":
         name = need(part, "filename", str, at, None)
         data = need(part, "file_data", str, at, None)
@@ -79,7 +82,7 @@ def _input_part(part: Any, at: Where) -> Section | Attachment:
         file_id = need(part, "file_id", str, at)
         return checked(
             lambda: Attachment(
-                media_type="application/octet-stream", uri=f"openai-file:{file_id}", name=name
+                media_type="application/octet-stream", uri=file_uri("openai", file_id), name=name
             ),
             at,
         )

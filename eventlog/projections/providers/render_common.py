@@ -38,6 +38,7 @@ from eventlog.events import (
     ToolResult,
     ToolResults,
 )
+from eventlog.projections.providers.common import FILE_SCHEMES
 from eventlog.projections.window_types import Window, WindowItem
 
 Unanswered = Literal["cancel", "drop"]
@@ -432,10 +433,6 @@ def attachment_note(attachment: Attachment, provider: str) -> str:
     """Text standing in for an attachment a provider cannot take."""
     name = f" {attachment.name!r}" if attachment.name else ""
     return f"[attachment{name} ({attachment.media_type}) not supported by {provider}]"
-
-
-FILE_SCHEMES = {"openai": "openai-file:", "anthropic": "anthropic-file:"}
-"""URI prefixes of files uploaded to a provider (the importers write them for file-id parts)."""
 
 
 def provider_file(attachment: Attachment, provider: str) -> str | None:
