@@ -7,14 +7,16 @@ speed: timing on a shared machine is too noisy for a test.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
+import lmdb
 import msgspec
 import orjson
 from click.testing import CliRunner
 
 import eventlog as el
-from eventlog.bench import limits, runner
+from eventlog.bench import limits, raw_writers, runner
 from eventlog.bench.common import TINY
 from eventlog.bench.workload import conversation_events
 from eventlog.cli import cli
@@ -76,8 +78,9 @@ def test_runner_tiny(tmp_path: Path) -> None:
         assert fig["limit"] > 0, key
         assert fig["ratio"] == fig["value"] / fig["limit"], key
     assert figures["storage.zstd_dict.sqlite"]["goals"], "the storage goal is checked"
-    per_commit = figures["append.writers8.sqlite"]["note"]
+    per_commit, raw_note = figures["append.writers8.sqlite"]["note"].split("; ")
     assert per_commit.endswith(" appends per commit") and float(per_commit.split()[0]) >= 1.0
+    assert raw_note.startswith("raw sqlite3 with 8 threads") and raw_note.endswith("x that")
     assert result["machine"]["cpus"] >= 1
     assert result["machine"]["sqlite"]
     assert result["peers"] == {}
@@ -141,3 +144,25 @@ def test_jsonl_format_floor_writes_eventlogs_lines(tmp_path: Path) -> None:
             encode(d),
         )
         assert line["hash"] == prev.hex()
+
+
+def test_raw_writers_store_every_event(tmp_path: Path) -> None:
+    """The raw concurrent limits write what they claim: every event of every thread, in order."""
+    data = conversation_events(30)
+    assert raw_writers.sqlite_writers(tmp_path / "raw.db", data, 4, 10) > 0
+    conn = sqlite3.connect(tmp_path / "raw.db")
+    rows = conn.execute("SELECT stream, seq FROM events ORDER BY position").fetchall()
+    conn.close()
+    assert sorted(rows) == [(f"w{t}", s) for t in range(4) for s in range(1, 11)]
+    for t in range(4):
+        assert [s for w, s in rows if w == f"w{t}"] == list(range(1, 11))
+
+    assert (raw_writers.lmdb_writers(tmp_path / "lmdb", data, 4, 10) or 0) > 0
+    env = lmdb.open(str(tmp_path / "lmdb"), readonly=True, lock=False)
+    assert env.stat()["entries"] == 40
+    env.close()
+
+    assert raw_writers.file_writers(tmp_path / "files", data, 4, 10) > 0
+    for t in range(4):
+        lines = (tmp_path / "files" / f"w{t}.jsonl").read_bytes().splitlines()
+        assert [json.loads(line)["seq"] for line in lines] == list(range(1, 11))

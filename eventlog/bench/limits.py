@@ -56,7 +56,8 @@ _INSERT = "INSERT INTO events (id, stream, seq, data) VALUES (?, ?, ?, ?)"
 # -- SQLite --------------------------------------------------------------------------------------
 
 
-def _sqlite(path: Path, synchronous: str) -> sqlite3.Connection:
+def sqlite_table(path: Path, synchronous: str) -> sqlite3.Connection:
+    """A connection to the raw WAL table at `synchronous`, created if need be."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={synchronous}")
@@ -78,7 +79,7 @@ def sqlite_append(
     do not sync (its `Checkpointer`, paced by the bytes committed, with the writer's WAL
     restarts): the engine's limit with the same checkpoint schedule.
     """
-    conn = _sqlite(path, synchronous)
+    conn = sqlite_table(path, synchronous)
     checkpointer = None
     if background_checkpoints:
         conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CAP_FRAMES}")
@@ -111,7 +112,7 @@ class SQLiteReader:
     """A raw SQLite table holding the events (one stream), for the read limits."""
 
     def __init__(self, path: Path, data: list[EventData]) -> None:
-        self.conn = _sqlite(path, "OFF")
+        self.conn = sqlite_table(path, "OFF")
         encode = msgpack_encoder()
         self.n = len(data)
         self.conn.execute("BEGIN")
@@ -176,7 +177,8 @@ class SQLiteReader:
 # -- LMDB ----------------------------------------------------------------------------------------
 
 
-def _lmdb_env(path: Path) -> Any:
+def lmdb_env(path: Path) -> Any:
+    """A synced LMDB environment at `path` (None without lmdb)."""
     lmdb = optional_module("lmdb")
     if lmdb is None:
         return None
@@ -186,7 +188,7 @@ def _lmdb_env(path: Path) -> Any:
 
 def lmdb_append(path: Path, data: list[EventData], batch: int) -> float | None:
     """Events/s: `batch` puts per synced write transaction (None without lmdb)."""
-    env = _lmdb_env(path)
+    env = lmdb_env(path)
     if env is None:
         return None
     encode = msgpack_encoder()
@@ -205,7 +207,7 @@ class LMDBReader:
     """A raw LMDB environment holding the events, for the read limit."""
 
     def __init__(self, path: Path, data: list[EventData]) -> None:
-        self.env = _lmdb_env(path)
+        self.env = lmdb_env(path)
         self.n = len(data)
         encode = msgpack_encoder()
         if self.env is not None:
@@ -238,7 +240,8 @@ class LMDBReader:
 # -- files ---------------------------------------------------------------------------------------
 
 
-def _line(j: int, event_id: str, d: EventData, encode: Callable[[Any], bytes]) -> bytes:
+def json_line(j: int, event_id: str, d: EventData, encode: Callable[[Any], bytes]) -> bytes:
+    """The raw JSONL line of event `d`: its seq (j + 1), id and data."""
     return orjson.dumps({"seq": j + 1, "id": event_id, "data": orjson.Fragment(encode(d))}) + b"\n"
 
 
@@ -252,7 +255,7 @@ def file_append(path: Path, data: list[EventData], batch: int) -> float:
         t0 = time.perf_counter()
         for i in range(0, n, batch):
             f.write(
-                b"".join(_line(j, ids[j], data[j], encode) for j in range(i, min(i + batch, n)))
+                b"".join(json_line(j, ids[j], data[j], encode) for j in range(i, min(i + batch, n)))
             )
             f.flush()
             os.fdatasync(fd)
@@ -313,7 +316,7 @@ class FileReader:
         self.path = path
         self.n = len(data)
         with open(path, "wb") as f:
-            f.write(b"".join(_line(j, new_event_id(), d, encode) for j, d in enumerate(data)))
+            f.write(b"".join(json_line(j, new_event_id(), d, encode) for j, d in enumerate(data)))
         line_type: Any = msgspec.defstruct(
             "Line", [("seq", int), ("id", str), ("data", event_union())]
         )

@@ -26,7 +26,7 @@ import eventlog
 import eventlog as el
 from eventlog.bench import figures as ours
 from eventlog.bench import limits as raw
-from eventlog.bench import peers
+from eventlog.bench import peers, raw_writers
 from eventlog.bench.common import (
     LAST_N,
     QUICK,
@@ -243,10 +243,11 @@ def _appends(r: _Run, backend: str) -> None:
         data = r.data[: r.sizes.single_events]
         per = r.sizes.writer_events
         commits: list[tuple[int, int]] = []
-        many, one = best_of(
+        many, one, raw_many = best_of(
             r.sizes.rounds,
             lambda: ours.writers_rate(backend, r.path("w8"), data, THREADS, per, commits),
             lambda: ours.append_rate(backend, r.path("w1"), data[: THREADS * per], 1, "fsync"),
+            lambda: _RAW_WRITERS[backend](r.path("raw-w8"), data, THREADS, per) or 0.0,
         )
         r.add(
             Figure(
@@ -259,9 +260,33 @@ def _appends(r: _Run, backend: str) -> None:
                 limit=one,
                 limit_label="eventlog, 1 writer, fsync",
                 goal=">= 3",
-                note=_per_commit(commits),
+                note="; ".join(
+                    n
+                    for n in (_per_commit(commits), _raw_writers_note(backend, raw_many, many))
+                    if n
+                ),
             )
         )
+
+
+_RAW_WRITERS: dict[str, Callable[[Path, list[EventData], int, int], float | None]] = {
+    "sqlite": raw_writers.sqlite_writers,
+    "lmdb": raw_writers.lmdb_writers,
+    "jsonl": raw_writers.file_writers,
+}
+_RAW_WRITERS_LABEL = {
+    "sqlite": "raw sqlite3 with {t} threads sharing multi-row autocommit INSERTs",
+    "lmdb": "raw lmdb with {t} threads sharing synced write transactions",
+    "jsonl": "raw files, {t} threads each appending and fdatasyncing its own",
+}
+
+
+def _raw_writers_note(backend: str, raw_many: float, many: float) -> str:
+    """The same concurrent load on the raw engine: what group commit can reach on this machine."""
+    if not raw_many:
+        return ""
+    label = _RAW_WRITERS_LABEL[backend].format(t=THREADS)
+    return f"{label}: {raw_many:,.0f}/s, eventlog {many / raw_many:.2f}x that"
 
 
 def _per_commit(commits: list[tuple[int, int]]) -> str:
