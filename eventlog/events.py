@@ -175,10 +175,18 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     item_id: str | None = None
     """The provider's id of the item that carried the call (OpenAI Responses `fc_...`), sent
     back with it: a reasoning item is paired with the item that followed it by this id."""
+    custom: bool = False
+    """A call of a custom (free-form) tool: `raw_arguments` is its input text, not JSON, and
+    OpenAI gets it back as a custom tool call (`custom_tool_call`, `type: custom`)."""
 
     @classmethod
     def parse(cls, id: str, name: str, raw_arguments: str, **kw: Any) -> ToolCall:
-        """Build a call from raw argument text, parsing it and recording any parse error."""
+        """Build a call from raw argument text, parsing it and recording any parse error.
+
+        The input of a custom call (`custom=True`) is free text: it is kept, never parsed.
+        """
+        if kw.get("custom"):
+            return cls(id=id, name=name, raw_arguments=raw_arguments, **kw)
         arguments: dict[str, Any] | None = None
         error: str | None = None
         try:
@@ -222,13 +230,20 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A tool the model may call: name, description and JSON schema of its arguments."""
+    """A tool the model may call: name, description and JSON schema of its arguments.
+
+    With `format`, a custom (free-form) tool: the model writes its input as text in that format
+    (OpenAI's custom tools); `parameters` are then unused.
+    """
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = msgspec.field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
+    format: dict[str, Any] | None = None
+    """A custom tool's input format as OpenAI takes it: `{"type": "text"}` or a grammar
+    (`{"type": "grammar", "syntax": "lark" | "regex", "definition": ...}`)."""
 
 
 ToolStatus = Literal["success", "failed", "skipped"]

@@ -39,6 +39,12 @@ WEATHER = ToolSpec(
 )
 SEARCH = ToolSpec(name="search", parameters={"type": "object", "properties": {}})
 TOOLS = (WEATHER, SEARCH)
+PATCH = ToolSpec(
+    name="apply_patch",
+    description="Apply a patch to the repository.",
+    format={"type": "grammar", "syntax": "lark", "definition": 'start: "*** Begin Patch" /.+/s'},
+)
+SHELL = ToolSpec(name="run_shell", format={"type": "text"})
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(32))
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"
@@ -204,6 +210,23 @@ def thoughts_google() -> Window:
     )
 
 
+def custom_tools() -> Window:
+    """Custom (free-form) tools beside a function tool, called from both OpenAI APIs."""
+    return win(
+        text_in("Fix the bug, then run the tests."),
+        calls_out(
+            call("call_c1", "apply_patch", "*** Begin Patch\n+fix\n", item_id="ctc_1", custom=True),
+            call("call_f2", "get_weather", '{"city": "Paris"}', item_id="fc_2"),
+            invocation=OPENAI_RESPONSES,
+        ),
+        results(ok("call_c1", "apply_patch", "applied"), ok("call_f2", "get_weather", "18C")),
+        calls_out(call("call_c3", "run_shell", "", custom=True), invocation=OPENAI_CHAT),
+        results(ok("call_c3", "run_shell", "exit 1", status="failed")),
+        text_out("Done.", OPENAI_RESPONSES),
+        tools=(WEATHER, PATCH, SHELL),
+    )
+
+
 def image_input() -> Window:
     png = Attachment(media_type="image/png", data=PNG, name="dot.png")
     return win(ModelInput(sections=(Section(text="What is this?"),), attachments=(png,)))
@@ -296,6 +319,7 @@ SCENARIOS = {
     "thinking_anthropic": thinking_anthropic,
     "reasoning_openai": reasoning_openai,
     "thoughts_google": thoughts_google,
+    "custom_tools": custom_tools,
     "image_input": image_input,
     "uploaded_files": uploaded_files,
     "starts_with_output": starts_with_output,
@@ -367,7 +391,11 @@ def check_openai_chat(body: dict[str, Any]) -> None:
             ids = [c["id"] for c in calls]
             for c in calls:
                 assert len(c["id"]) <= 40 and c["id"] not in seen
-                assert isinstance(c["function"]["arguments"], str)
+                if c["type"] == "custom":
+                    assert isinstance(c["custom"]["input"], str)
+                else:
+                    assert c["type"] == "function"
+                    assert isinstance(c["function"]["arguments"], str)
                 seen.add(c["id"])
             following = [x.get("tool_call_id") for x in messages[i + 1 : i + 1 + len(ids)]]
             assert following == ids, (following, ids)
@@ -381,29 +409,39 @@ def check_openai_responses(body: dict[str, Any]) -> None:
     items = body["input"]
     called: dict[str, int] = {}
     answered: set[str] = set()
+    kinds: dict[str, str] = {}
     for i, item in enumerate(items):
         kind = item.get("type")
-        if kind == "function_call":
+        if kind in ("function_call", "custom_tool_call"):
             assert item["call_id"] not in called and len(item["call_id"]) <= 64
-            assert isinstance(item["arguments"], str)
+            assert isinstance(item["arguments" if kind == "function_call" else "input"], str)
             called[item["call_id"]] = i
-        elif kind == "function_call_output":
+            kinds[item["call_id"]] = kind
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             assert item["call_id"] in called and item["call_id"] not in answered
+            assert kind == kinds[item["call_id"]] + "_output"
             answered.add(item["call_id"])
         elif kind == "reasoning":
             nxt = items[i + 1]
             assert (
-                nxt.get("type") in ("reasoning", "function_call") or nxt.get("role") == "assistant"
+                nxt.get("type") in ("reasoning", "function_call", "custom_tool_call")
+                or nxt.get("role") == "assistant"
             )
         else:
             assert kind == "message" and item["role"] in ("user", "assistant", "developer")
             assert item["content"]
     assert answered == set(called)
     # outputs come right after their run of calls, before anything else
+    calls_and_outputs = (
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+    )
     for i, item in enumerate(items):
-        if item.get("type") == "function_call_output":
+        if item.get("type") in ("function_call_output", "custom_tool_call_output"):
             prev = items[i - 1].get("type")
-            assert prev in ("function_call", "function_call_output"), prev
+            assert prev in calls_and_outputs, prev
 
 
 def check_gemini(body: dict[str, Any]) -> None:
@@ -493,7 +531,7 @@ def windows(draw: st.DrawFn) -> Window:
         elif kind == "output":
             ids = draw(st.lists(_ids, max_size=3, unique=True))
             raw = st.sampled_from(["{}", '{"a": 1}', '{"a"', "[1]", ""])
-            open_calls = [call(i, "search", draw(raw)) for i in ids]
+            open_calls = [call(i, "search", draw(raw), custom=draw(st.booleans())) for i in ids]
             data.append(draw(_output(str(n), open_calls)))
         elif kind == "results":
             answered = draw(st.permutations(open_calls))[: draw(st.integers(0, len(open_calls)))]

@@ -322,7 +322,7 @@ def test_openai_responses(store: Store) -> None:
         ModelOutput(
             parts=(
                 ReasoningPart(item_id="rs_1", encrypted_content="ZW5j", summary=("Call twice.",)),
-                TextPart(text="Checking."),
+                TextPart(text="Checking.", item_id="msg_1"),  # sent back with its id
             ),
             tool_calls=(
                 ToolCall.parse("call_a", "get_weather", '{"city":"Paris"}'),

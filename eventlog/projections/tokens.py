@@ -219,7 +219,7 @@ def count_tools_with(count: TextCounter, oh: Overheads, tools: Sequence[ToolSpec
         return 0
     n = oh.per_toolset
     for t in tools:
-        schema = msgspec.json.encode(t.parameters).decode()
+        schema = msgspec.json.encode(t.parameters if t.format is None else t.format).decode()
         n += oh.per_tool_definition + count(t.name) + count(t.description) + count(schema)
     return n
 

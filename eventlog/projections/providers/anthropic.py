@@ -25,6 +25,7 @@ from eventlog.projections.providers.render_common import (
     b64,
     current_system,
     from_provider,
+    function_parameters,
     id_rewriter,
     instruction_text,
     is_blank,
@@ -83,7 +84,7 @@ def render(
     if m.system is not None and not is_blank(m.system):
         body["system"] = m.system
     if window.tools:
-        body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]
+        body["tools"] = [_tool(t.name, t.description, function_parameters(t)) for t in window.tools]
     elif m.tools:
         # The API refuses tool blocks without tool definitions: define the tools the history
         # used, and forbid calling them.

@@ -25,6 +25,7 @@ from eventlog.projections.providers.render_common import (
     b64,
     current_system,
     from_provider,
+    function_parameters,
     instruction_text,
     is_blank,
     is_error,
@@ -66,7 +67,9 @@ def render(
         body["systemInstruction"] = {"parts": [{"text": c.system}]}
     body["contents"] = contents
     if window.tools:
-        declarations = [_declaration(t.name, t.description, t.parameters) for t in window.tools]
+        declarations = [
+            _declaration(t.name, t.description, function_parameters(t)) for t in window.tools
+        ]
         body["tools"] = [{"functionDeclarations": declarations}]
     if max_tokens is not None:
         body["generationConfig"] = {"maxOutputTokens": max_tokens}

@@ -80,6 +80,37 @@ def checked(build: Callable[[], _T], at: Where) -> _T:
         raise at.error(str(exc)) from None
 
 
+def custom_tool(tool: Any, at: Where) -> ToolSpec:
+    """The ToolSpec of an OpenAI custom tool: name, description, input format (default text).
+
+    A grammar is kept as Responses spells it (`{"type": "grammar", "syntax", "definition"}`);
+    Chat Completions nests the last two under `grammar`.
+    """
+    fmt = need(tool, "format", dict, at, {"type": "text"})
+    f_at = at / "format"
+    kind = need(fmt, "type", str, f_at)
+    if kind == "text":
+        fmt = {"type": "text"}
+    elif kind == "grammar":
+        grammar = need(fmt, "grammar", dict, f_at, fmt)
+        g_at = f_at / "grammar" if grammar is not fmt else f_at
+        syntax = need(grammar, "syntax", str, g_at)
+        if syntax not in ("lark", "regex"):
+            raise (g_at / "syntax").error(f"unknown grammar syntax {syntax!r}")
+        fmt = {
+            "type": "grammar",
+            "syntax": syntax,
+            "definition": need(grammar, "definition", str, g_at),
+        }
+    else:
+        raise (f_at / "type").error(f"unknown custom tool format {kind!r}")
+    return ToolSpec(
+        name=need(tool, "name", str, at),
+        description=need(tool, "description", str, at, ""),
+        format=fmt,
+    )
+
+
 def attachment_from_url(
     url: str, at: Where, *, fallback_type: str, name: str | None = None
 ) -> Attachment:

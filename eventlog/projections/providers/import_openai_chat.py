@@ -22,6 +22,7 @@ from eventlog.projections.providers.import_base import (
     Where,
     attachment_from_base64,
     attachment_from_url,
+    custom_tool,
     need,
 )
 
@@ -29,14 +30,18 @@ SYSTEM_ROLES = ("system", "developer")
 
 
 def tools_from(tools: Any, at: Where) -> list[ToolSpec]:
-    """ToolSpecs from a Chat Completions `tools` list (function tools only)."""
+    """ToolSpecs from a Chat Completions `tools` list (function and custom tools)."""
     if not isinstance(tools, list):
         raise at.error("expected a list")
     specs = []
     for i, tool in enumerate(tools):
         t_at = at / i
-        if need(tool, "type", str, t_at, "function") != "function":
-            raise (t_at / "type").error(f"unsupported tool type {tool['type']!r}")
+        kind = need(tool, "type", str, t_at, "function")
+        if kind == "custom":
+            specs.append(custom_tool(need(tool, "custom", dict, t_at), t_at / "custom"))
+            continue
+        if kind != "function":
+            raise (t_at / "type").error(f"unsupported tool type {kind!r}")
         fn = need(tool, "function", dict, t_at)
         specs.append(
             ToolSpec(
@@ -122,6 +127,7 @@ def _call(raw: Any, at: Where) -> ToolCall:
             call_id,
             need(custom, "name", str, at / "custom"),
             need(custom, "input", str, at / "custom"),
+            custom=True,
         )
     fn = need(raw, "function", dict, at)
     return ToolCall.parse(

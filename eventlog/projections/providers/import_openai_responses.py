@@ -23,6 +23,7 @@ from eventlog.projections.providers.import_base import (
     attachment_from_base64,
     attachment_from_url,
     checked,
+    custom_tool,
     need,
 )
 
@@ -32,15 +33,20 @@ _RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
 
 
 def tools_from(tools: Any, at: Where) -> list[ToolSpec]:
-    """ToolSpecs from a Responses `tools` list (function tools only)."""
+    """ToolSpecs from a Responses `tools` list (function and custom tools)."""
     if not isinstance(tools, list):
         raise at.error("expected a list")
     specs = []
     for i, tool in enumerate(tools):
         t_at = at / i
         kind = need(tool, "type", str, t_at)
+        if kind == "custom":
+            specs.append(custom_tool(tool, t_at))
+            continue
         if kind != "function":
-            raise (t_at / "type").error(f"unsupported tool type {kind!r}; only function tools")
+            raise (t_at / "type").error(
+                f"unsupported tool type {kind!r}; only function and custom tools"
+            )
         specs.append(
             ToolSpec(
                 name=need(tool, "name", str, t_at),
@@ -105,16 +111,19 @@ def _parts_of(content: Any, at: Where) -> tuple[list[Section], list[Attachment]]
     return sections, attachments
 
 
-def _assistant_parts(content: Any, at: Where) -> list[Part]:
+def _assistant_parts(
+    content: Any, at: Where, item_id: str | None = None, phase: str | None = None
+) -> list[Part]:
+    """An assistant message's parts; its text keeps the message's id and phase (sent back)."""
     if isinstance(content, str):
-        return [TextPart(text=content)] if content else []
+        return [TextPart(text=content, item_id=item_id, phase=phase)] if content else []
     if not isinstance(content, list):
         raise at.error(f"expected a string or a list, got {type(content).__name__}")
     parts: list[Part] = []
     for i, c in enumerate(content):
         kind = need(c, "type", str, at / i)
         if kind in ("output_text", "input_text"):
-            parts.append(TextPart(text=need(c, "text", str, at / i)))
+            parts.append(TextPart(text=need(c, "text", str, at / i), item_id=item_id, phase=phase))
         elif kind == "refusal":
             parts.append(RefusalPart(text=need(c, "refusal", str, at / i)))
         else:
@@ -161,10 +170,17 @@ class _Output:
                     need(item, "call_id", str, at),
                     need(item, "name", str, at),
                     need(item, "input", str, at, ""),
+                    item_id=need(item, "id", str, at, None),
+                    custom=True,
                 )
             )
         else:
-            self.parts += _assistant_parts(need(item, "content", object, at), at / "content")
+            self.parts += _assistant_parts(
+                need(item, "content", object, at),
+                at / "content",
+                need(item, "id", str, at, None),
+                need(item, "phase", str, at, None),
+            )
 
 
 def _result(builder: HistoryBuilder, item: dict[str, Any], at: Where) -> None:

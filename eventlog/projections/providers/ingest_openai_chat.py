@@ -106,7 +106,10 @@ def _message_call(raw: Any, where: str) -> ToolCall:
     if call.get("type") == "custom":
         custom = get(call, "custom", dict, where)
         return ToolCall.parse(
-            call_id, get(custom, "name", str, f"{where}.custom"), get(custom, "input", str, where)
+            call_id,
+            get(custom, "name", str, f"{where}.custom"),
+            get(custom, "input", str, f"{where}.custom"),
+            custom=True,
         )
     function = get(call, "function", dict, where)
     return ToolCall.parse(

@@ -107,9 +107,9 @@ def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[Tool
         return [], [ToolCall.parse(call_id, name, raw, item_id=get(item, "id", str, where, None))]
     if kind == "custom_tool_call":
         raw = get(item, "input", str, where, "")
-        return [], [
-            ToolCall.parse(get(item, "call_id", str, where), get(item, "name", str, where), raw)
-        ]
+        call_id, name = get(item, "call_id", str, where), get(item, "name", str, where)
+        item_id = get(item, "id", str, where, None)
+        return [], [ToolCall.parse(call_id, name, raw, item_id=item_id, custom=True)]
     if kind in HOST_ACTIONS:
         raise mapping_error(
             where,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from eventlog.events import Attachment, ModelOutput, RefusalPart, TextPart
+from eventlog.events import Attachment, ModelOutput, RefusalPart, TextPart, ToolSpec
 from eventlog.projections.providers.render_common import (
     Answer,
     Blocks,
@@ -64,18 +64,30 @@ def render(
         messages.insert(0, {"role": system_role, "content": window.system})
     body: dict[str, Any] = {"model": model, "messages": messages}
     if window.tools:
-        body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]
+        body["tools"] = [_tool(t) for t in window.tools]
     if max_tokens is not None:
         body["max_completion_tokens"] = max_tokens
     return merge_extra(body, extra, PROVIDER)
 
 
-def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
-    if description:
-        function["description"] = description
-    function["parameters"] = parameters
-    return {"type": "function", "function": function}
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    """A function tool, or a custom one (`format`) taking free text."""
+    definition: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        definition["description"] = spec.description
+    if spec.format is not None:
+        definition["format"] = _chat_format(spec.format)
+        return {"type": "custom", "custom": definition}
+    definition["parameters"] = spec.parameters
+    return {"type": "function", "function": definition}
+
+
+def _chat_format(fmt: dict[str, Any]) -> dict[str, Any]:
+    """A custom tool's format as Chat Completions takes it: a grammar nested under `grammar`."""
+    if fmt.get("type") != "grammar" or "grammar" in fmt:
+        return fmt
+    grammar = {k: v for k, v in fmt.items() if k != "type"}
+    return {"type": "grammar", "grammar": grammar}
 
 
 class _Messages(Pairing):
@@ -137,8 +149,12 @@ class _Messages(Pairing):
         attached: list[dict[str, Any]] = []
         for call, uid, result in answers:
             call_id = _call_id(uid)
-            function = {"name": call.name, "arguments": raw_arguments(call)}
-            calls.append({"id": call_id, "type": "function", "function": function})
+            if call.custom:
+                custom = {"name": call.name, "input": call.raw_arguments}
+                calls.append({"id": call_id, "type": "custom", "custom": custom})
+            else:
+                function = {"name": call.name, "arguments": raw_arguments(call)}
+                calls.append({"id": call_id, "type": "function", "function": function})
             self.messages.append(
                 {"role": "tool", "tool_call_id": call_id, "content": error_text(result)}
             )

@@ -20,6 +20,7 @@ from eventlog.events import (
     RefusalPart,
     TextPart,
     ToolCall,
+    ToolSpec,
 )
 from eventlog.projections.providers.render_common import (
     Answer,
@@ -72,17 +73,21 @@ def render(
         body["instructions"] = items.system
     body["input"] = items.out
     if window.tools:
-        body["tools"] = [_tool(t.name, t.description, t.parameters) for t in window.tools]
+        body["tools"] = [_tool(t) for t in window.tools]
     if max_tokens is not None:
         body["max_output_tokens"] = max_tokens
     return merge_extra(body, extra, PROVIDER)
 
 
-def _tool(name: str, description: str, parameters: dict[str, Any]) -> Item:
-    tool: Item = {"type": "function", "name": name}
-    if description:
-        tool["description"] = description
-    tool["parameters"] = parameters
+def _tool(spec: ToolSpec) -> Item:
+    """A function tool, or a custom one (`format`) taking free text."""
+    tool: Item = {"type": "function" if spec.format is None else "custom", "name": spec.name}
+    if spec.description:
+        tool["description"] = spec.description
+    if spec.format is not None:
+        tool["format"] = spec.format
+        return tool
+    tool["parameters"] = spec.parameters
     tool["strict"] = False  # Responses defaults to strict schemas; arbitrary schemas break them
     return tool
 
@@ -148,10 +153,11 @@ class _Items(Pairing):
         outputs: list[Item] = []
         for call, uid, result in answers:
             call_id = _call_id(uid)
-            self.out.append(_function_call(call, call_id, own))
+            self.out.append(_call_item(call, call_id, own))
             text = error_text(result)
             value = _result_output(text, result.attachments) if result.attachments else text
-            outputs.append({"type": "function_call_output", "call_id": call_id, "output": value})
+            kind = "custom_tool_call_output" if call.custom else "function_call_output"
+            outputs.append({"type": kind, "call_id": call_id, "output": value})
         self.out += outputs
 
 
@@ -196,12 +202,18 @@ class _OutputItems:
         self.source = (None, None)
 
 
-def _function_call(call: ToolCall, call_id: str, own: bool) -> Item:
-    """A call's item, with the item id OpenAI gave it (pairing it with the reasoning before it)."""
-    item: Item = {"type": "function_call"}
+def _call_item(call: ToolCall, call_id: str, own: bool) -> Item:
+    """A call's item, with the item id OpenAI gave it (pairing it with the reasoning before it).
+
+    A custom tool's call is a `custom_tool_call` whose `input` is its text as produced.
+    """
+    item: Item = {"type": "custom_tool_call" if call.custom else "function_call"}
     if own and call.item_id is not None:
         item["id"] = call.item_id
-    item.update(call_id=call_id, name=call.name, arguments=raw_arguments(call))
+    if call.custom:
+        item.update(call_id=call_id, name=call.name, input=call.raw_arguments)
+    else:
+        item.update(call_id=call_id, name=call.name, arguments=raw_arguments(call))
     return item
 
 

@@ -37,6 +37,7 @@ from eventlog.events import (
     ToolCall,
     ToolResult,
     ToolResults,
+    ToolSpec,
 )
 from eventlog.projections.providers.common import FILE_SCHEMES
 from eventlog.projections.window_types import Window, WindowItem
@@ -61,6 +62,8 @@ OPENING_TEXT = "(continued)"
 turn first (Anthropic, Gemini)."""
 RAW_ARGUMENTS_KEY = "_raw_arguments"
 """Key of the object standing in for tool arguments that are not a JSON object."""
+CUSTOM_INPUT_KEY = "input"
+"""The one argument a custom tool's call carries for providers without custom tools."""
 
 Blocks = tuple[str | Attachment, ...]
 """User-side content: non-empty texts and attachments, in order."""
@@ -375,10 +378,37 @@ def is_error(result: ToolResult) -> bool:
 
 
 def tool_input(call: ToolCall) -> dict[str, object]:
-    """A call's arguments as an object; arguments that are not one keep their raw text."""
+    """A call's arguments as an object; arguments that are not one keep their raw text.
+
+    A custom tool's input is `{"input": text}`, as `function_parameters` declares it.
+    """
+    if call.custom:
+        return {CUSTOM_INPUT_KEY: call.raw_arguments}
     if call.arguments is not None:
         return call.arguments
     return {RAW_ARGUMENTS_KEY: call.raw_arguments}
+
+
+def function_parameters(tool: ToolSpec) -> dict[str, Any]:
+    """A tool's JSON schema for providers without custom tools (Anthropic, Gemini).
+
+    A custom tool becomes a function of one string, `input`, described by its format.
+    """
+    if tool.format is None:
+        return tool.parameters
+    fmt = tool.format
+    if fmt.get("type") == "grammar":
+        about = (
+            f"The tool's input as free text in this {fmt.get('syntax', '')} grammar:\n"
+            f"{fmt.get('definition', '')}"
+        )
+    else:
+        about = "The tool's input as free text."
+    return {
+        "type": "object",
+        "properties": {CUSTOM_INPUT_KEY: {"type": "string", "description": about}},
+        "required": [CUSTOM_INPUT_KEY],
+    }
 
 
 def raw_arguments(call: ToolCall) -> str:
@@ -488,6 +518,7 @@ def check_options(provider: str, options: dict[str, object], known: Iterable[str
 
 __all__ = [
     "CANCELLED_TEXT",
+    "CUSTOM_INPUT_KEY",
     "ERROR_PREFIX",
     "INSTRUCTION_HEADING",
     "LIVE_SCREEN_HEADING",
@@ -513,6 +544,7 @@ __all__ = [
     "error_text",
     "fix_id",
     "from_provider",
+    "function_parameters",
     "id_rewriter",
     "input_blocks",
     "input_text",
