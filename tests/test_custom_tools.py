@@ -234,3 +234,31 @@ def test_custom_tool_formats_count_as_tool_tokens() -> None:
     small = ToolSpec(name="t", format={"type": "text"})
     big = ToolSpec(name="t", format={**PATCH_FORMAT, "definition": "rule: " + "x " * 500})
     assert counter.count_tools([big]) > counter.count_tools([small]) + 100
+
+
+def test_a_call_recorded_from_gemini_reaches_openai_as_custom() -> None:
+    """Gemini called the custom tool as the function of one string it was shown."""
+    window = rw.win(
+        rw.text_in("Patch it."),
+        rw.calls_out(
+            rw.call("g1", "apply_patch", '{"input": "*** Begin Patch\\n"}'),
+            rw.call("g2", "apply_patch", '{"input": "x", "extra": 1}'),  # not that shape
+            invocation=rw.GOOGLE,
+        ),
+        rw.results(rw.ok("g1", "apply_patch", "ok"), rw.ok("g2", "apply_patch", "ok")),
+        tools=(rw.PATCH,),
+    )
+    items = _responses_items(render(window, "openai-responses", model="gpt-x"))
+    assert [(i["type"], i.get("input", i.get("arguments"))) for i in items] == [
+        ("custom_tool_call", "*** Begin Patch\n"),
+        ("function_call", '{"input": "x", "extra": 1}'),
+        ("custom_tool_call_output", None),
+        ("function_call_output", None),
+    ]
+    chat = render(window, "openai-chat", model="gpt-x")
+    calls = [c for m in chat["messages"] for c in m.get("tool_calls", ())]
+    assert [c["type"] for c in calls] == ["custom", "function"]
+    assert calls[0]["custom"] == {"name": "apply_patch", "input": "*** Begin Patch\n"}
+    # Without the custom tool in the window, the same call stays a function call.
+    plain = render(rw.win(*[i.data for i in window.items]), "openai-responses", model="gpt-x")
+    assert [i["type"] for i in _responses_items(plain)][:2] == ["function_call", "function_call"]

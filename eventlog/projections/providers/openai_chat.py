@@ -19,6 +19,8 @@ from eventlog.projections.providers.render_common import (
     Pairing,
     Unanswered,
     attachment_note,
+    custom_input,
+    custom_tool_names,
     data_url,
     error_text,
     id_rewriter,
@@ -57,7 +59,7 @@ def render(
     """
     if system_role not in ("system", "developer"):
         raise ValueError(f"system_role must be 'system' or 'developer', got {system_role!r}")
-    m = _Messages(unanswered, orphans, system_role, window.system)
+    m = _Messages(unanswered, orphans, system_role, window.system, custom_tool_names(window.tools))
     m.run(window.items)
     messages = m.messages
     if window.system is not None and not m.has_system:
@@ -99,8 +101,10 @@ class _Messages(Pairing):
         orphans: Orphans,
         system_role: SystemRole,
         system: str | None,
+        custom_tools: frozenset[str],
     ) -> None:
         super().__init__(unanswered, orphans)
+        self.custom_tools = custom_tools
         self.messages: list[Message] = []
         self.system_role = system_role
         self.system = system
@@ -149,8 +153,9 @@ class _Messages(Pairing):
         attached: list[dict[str, Any]] = []
         for call, uid, result in answers:
             call_id = _call_id(uid)
-            if call.custom:
-                custom = {"name": call.name, "input": call.raw_arguments}
+            free_text = custom_input(call, self.custom_tools)
+            if free_text is not None:
+                custom = {"name": call.name, "input": free_text}
                 calls.append({"id": call_id, "type": "custom", "custom": custom})
             else:
                 function = {"name": call.name, "arguments": raw_arguments(call)}

@@ -30,6 +30,8 @@ from eventlog.projections.providers.render_common import (
     Unanswered,
     attachment_note,
     current_system,
+    custom_input,
+    custom_tool_names,
     data_url,
     error_text,
     from_provider,
@@ -66,7 +68,13 @@ def render(
     `max_tokens` becomes `max_output_tokens`; `extra` adds other top-level fields (`store`,
     `reasoning`, `include`).
     """
-    items = _Items(unanswered, orphans, current_system(window), window.stream)
+    items = _Items(
+        unanswered,
+        orphans,
+        current_system(window),
+        window.stream,
+        custom_tool_names(window.tools),
+    )
     items.run(window.items)
     body: dict[str, Any] = {"model": model}
     if items.system is not None:
@@ -100,11 +108,17 @@ class _Items(Pairing):
     """
 
     def __init__(
-        self, unanswered: Unanswered, orphans: Orphans, system: str | None, stream: str
+        self,
+        unanswered: Unanswered,
+        orphans: Orphans,
+        system: str | None,
+        stream: str,
+        custom_tools: frozenset[str],
     ) -> None:
         super().__init__(unanswered, orphans)
         self.system = system
         self.stream = stream
+        self.custom_tools = custom_tools
         self.leading = True
         """No turn but instructions rendered yet."""
         self.out: list[Item] = []
@@ -153,10 +167,11 @@ class _Items(Pairing):
         outputs: list[Item] = []
         for call, uid, result in answers:
             call_id = _call_id(uid)
-            self.out.append(_call_item(call, call_id, own))
+            custom = custom_input(call, self.custom_tools)
+            self.out.append(_call_item(call, call_id, own, custom))
             text = error_text(result)
             value = _result_output(text, result.attachments) if result.attachments else text
-            kind = "custom_tool_call_output" if call.custom else "function_call_output"
+            kind = "function_call_output" if custom is None else "custom_tool_call_output"
             outputs.append({"type": kind, "call_id": call_id, "output": value})
         self.out += outputs
 
@@ -202,18 +217,18 @@ class _OutputItems:
         self.source = (None, None)
 
 
-def _call_item(call: ToolCall, call_id: str, own: bool) -> Item:
+def _call_item(call: ToolCall, call_id: str, own: bool, custom: str | None) -> Item:
     """A call's item, with the item id OpenAI gave it (pairing it with the reasoning before it).
 
-    A custom tool's call is a `custom_tool_call` whose `input` is its text as produced.
+    A custom tool's call (`custom`: its text) is a `custom_tool_call` with that `input`.
     """
-    item: Item = {"type": "custom_tool_call" if call.custom else "function_call"}
+    item: Item = {"type": "function_call" if custom is None else "custom_tool_call"}
     if own and call.item_id is not None:
         item["id"] = call.item_id
-    if call.custom:
-        item.update(call_id=call_id, name=call.name, input=call.raw_arguments)
-    else:
+    if custom is None:
         item.update(call_id=call_id, name=call.name, arguments=raw_arguments(call))
+    else:
+        item.update(call_id=call_id, name=call.name, input=custom)
     return item
 
 

@@ -389,6 +389,27 @@ def tool_input(call: ToolCall) -> dict[str, object]:
     return {RAW_ARGUMENTS_KEY: call.raw_arguments}
 
 
+def custom_tool_names(tools: Iterable[ToolSpec]) -> frozenset[str]:
+    """Names of the custom (free-form) tools among `tools`."""
+    return frozenset(t.name for t in tools if t.format is not None)
+
+
+def custom_input(call: ToolCall, custom_tools: frozenset[str]) -> str | None:
+    """The text a call gives a custom tool, or None for a function call.
+
+    A call recorded from a provider without custom tools (Anthropic, Gemini) reached the custom
+    tool as the function `function_parameters` declares: arguments `{"input": text}`.
+    """
+    if call.custom:
+        return call.raw_arguments
+    args = call.arguments
+    if call.name in custom_tools and args is not None and len(args) == 1:
+        text = args.get(CUSTOM_INPUT_KEY)
+        if isinstance(text, str):
+            return text
+    return None
+
+
 def function_parameters(tool: ToolSpec) -> dict[str, Any]:
     """A tool's JSON schema for providers without custom tools (Anthropic, Gemini).
 
@@ -540,6 +561,8 @@ __all__ = [
     "b64",
     "check_options",
     "current_system",
+    "custom_input",
+    "custom_tool_names",
     "data_url",
     "error_text",
     "fix_id",
