@@ -4,6 +4,7 @@ every renderer over random windows."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import msgspec
 import orjson
@@ -281,3 +282,46 @@ def test_json_bytes_writes_big_integers_and_still_refuses_the_rest() -> None:
     deep = "[" * 5000 + "]" * 5000
     with pytest.raises(el.ProviderMappingError, match="nested too deeply|depth"):
         decode_json(deep, "a body")
+
+
+def _texts_in_order(provider: str, body: dict[str, Any]) -> list[str]:
+    """The slot, then every user-side text of a rendered body, in order."""
+    if provider == "anthropic":
+        return [f"slot:{body.get('system')}"] + [
+            b["text"] for m in body["messages"] for b in m["content"] if b["type"] == "text"
+        ]
+    if provider == "gemini":
+        slot = body.get("systemInstruction", {}).get("parts", [{}])[0].get("text")
+        return [f"slot:{slot}"] + [p["text"] for c in body["contents"] for p in c["parts"]]
+    return [f"slot:{body.get('instructions')}"] + [
+        c["text"] for i in body["input"] for c in i["content"] if "text" in c
+    ]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai-responses"])
+@pytest.mark.parametrize(
+    ("instructions", "expected"),
+    [
+        # Superseded before any turn: only the last one ever took effect.
+        (["English", "French", "Hi"], ["slot:French", "Hi"]),
+        (["B", "A", "B", "Hi"], ["slot:B", "Hi"]),
+        (["A", "B"], ["slot:B"]),
+        # In force at the start, then changed: shown first, the current one where it took effect.
+        (["X", "A", "Hi", "B", "Yo"], ["slot:B", "A", "Hi", "B", "Yo"]),
+    ],
+)
+def test_leading_instructions_keep_the_one_in_force(
+    provider: str, instructions: list[str], expected: list[str]
+) -> None:
+    data: list[Any] = [
+        ModelInput.from_text(t) if t in ("Hi", "Yo") else el.SystemInstructionSet(text=t)
+        for t in instructions
+    ]
+    body = render(
+        rw.win(*data, system=[t for t in instructions if t not in ("Hi", "Yo")][-1], tools=()),
+        provider,
+        model="m",
+    )
+    heading = rc.INSTRUCTION_HEADING + "\n"
+    got = [t.removeprefix(heading) for t in _texts_in_order(provider, body)]
+    assert got == expected

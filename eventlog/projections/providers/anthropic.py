@@ -19,7 +19,7 @@ from eventlog.projections.providers.render_common import (
     Answer,
     Blocks,
     Orphans,
-    Pairing,
+    SystemSlot,
     Unanswered,
     attachment_note,
     b64,
@@ -108,18 +108,15 @@ def _tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]
 # Messages
 
 
-class _Messages(Pairing):
+class _Messages(SystemSlot):
     """Messages built in the pairing pass; same-role turns merge, thinking blocks stay first.
 
-    The current instruction is the `system` slot: instruction turns equal to it before any
-    other turn are the slot itself; every other one stays at its place as user text.
+    The current instruction is the `system` slot (see `SystemSlot` for the ones before the
+    first turn); every other one stays at its place as user text.
     """
 
     def __init__(self, unanswered: Unanswered, orphans: Orphans, system: str | None) -> None:
-        super().__init__(unanswered, orphans)
-        self.system = system
-        self.leading = True
-        """No turn but instructions rendered yet."""
+        super().__init__(unanswered, orphans, system)
         self.messages: list[Message] = []
         self.role = ""
         """Role of the last message."""
@@ -131,18 +128,17 @@ class _Messages(Pairing):
         """Names of the tools the history called, in first-use order."""
 
     def user(self, blocks: Blocks) -> None:
-        self.leading = False
+        self.start_turn()
         if len(blocks) == 1 and isinstance(blocks[0], str):
             self._user([{"type": "text", "text": blocks[0]}])
         else:
             self._user([_text(b) if isinstance(b, str) else _attachment(b) for b in blocks])
 
-    def instruction(self, text: str) -> None:
-        if not (self.leading and text == self.system):
-            self._user([_text(instruction_text(text))])
+    def show_instruction(self, text: str) -> None:
+        self._user([_text(instruction_text(text))])
 
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
-        self.leading = False
+        self.start_turn()
         own = from_provider(output, PROVIDER)
         thinking: list[Block] = []
         blocks: list[Block] = []

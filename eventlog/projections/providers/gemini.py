@@ -19,7 +19,7 @@ from eventlog.projections.providers.render_common import (
     Answer,
     Blocks,
     Orphans,
-    Pairing,
+    SystemSlot,
     Unanswered,
     attachment_note,
     b64,
@@ -84,18 +84,15 @@ def _declaration(name: str, description: str, parameters: dict[str, Any]) -> dic
     return declaration
 
 
-class _Contents(Pairing):
+class _Contents(SystemSlot):
     """Contents built in the pairing pass; same-role turns merge into one content.
 
-    The current instruction is `systemInstruction`: instruction turns equal to it before any
-    other turn are that slot; every other one stays at its place as user text.
+    The current instruction is `systemInstruction` (see `SystemSlot` for the ones before the
+    first turn); every other one stays at its place as user text.
     """
 
     def __init__(self, unanswered: Unanswered, orphans: Orphans, system: str | None) -> None:
-        super().__init__(unanswered, orphans)
-        self.system = system
-        self.leading = True
-        """No turn but instructions rendered yet."""
+        super().__init__(unanswered, orphans, system)
         self.contents: list[Content] = []
         self.role = ""
         """Role of the last content."""
@@ -103,20 +100,19 @@ class _Contents(Pairing):
         """Parts of the last content."""
 
     def user(self, blocks: Blocks) -> None:
-        self.leading = False
+        self.start_turn()
         if len(blocks) == 1 and isinstance(blocks[0], str):
             self._add("user", [{"text": blocks[0]}])
         else:
             parts = [{"text": b} if isinstance(b, str) else _attachment(b) for b in blocks]
             self._add("user", parts)
 
-    def instruction(self, text: str) -> None:
-        if not (self.leading and text == self.system):
-            self._add("user", [{"text": instruction_text(text)}])
+    def show_instruction(self, text: str) -> None:
+        self._add("user", [{"text": instruction_text(text)}])
 
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
         """The model turn, then one functionResponse per call in call order, then attachments."""
-        self.leading = False
+        self.start_turn()
         own = from_provider(output, PROVIDER)
         parts = _model_parts(output, own)
         if not answers:

@@ -26,7 +26,7 @@ from eventlog.projections.providers.render_common import (
     Answer,
     Blocks,
     Orphans,
-    Pairing,
+    SystemSlot,
     Unanswered,
     attachment_note,
     current_system,
@@ -100,11 +100,11 @@ def _tool(spec: ToolSpec) -> Item:
     return tool
 
 
-class _Items(Pairing):
+class _Items(SystemSlot):
     """Input items built in the pairing pass.
 
-    The current instruction is `instructions`: instruction turns equal to it before any other
-    turn are that slot; every other one is a developer message at its place.
+    The current instruction is `instructions` (see `SystemSlot` for the ones before the first
+    turn); every other one is a developer message at its place.
     """
 
     def __init__(
@@ -115,26 +115,22 @@ class _Items(Pairing):
         stream: str,
         custom_tools: frozenset[str],
     ) -> None:
-        super().__init__(unanswered, orphans)
-        self.system = system
+        super().__init__(unanswered, orphans, system)
         self.stream = stream
         self.custom_tools = custom_tools
-        self.leading = True
-        """No turn but instructions rendered yet."""
         self.out: list[Item] = []
 
     def user(self, blocks: Blocks) -> None:
-        self.leading = False
+        self.start_turn()
         if len(blocks) == 1 and isinstance(blocks[0], str):
             content = [{"type": "input_text", "text": blocks[0]}]
         else:
             content = _content(blocks)
         self.out.append({"type": "message", "role": "user", "content": content})
 
-    def instruction(self, text: str) -> None:
-        if not (self.leading and text == self.system):
-            content = [{"type": "input_text", "text": text}]
-            self.out.append({"type": "message", "role": "developer", "content": content})
+    def show_instruction(self, text: str) -> None:
+        content = [{"type": "input_text", "text": text}]
+        self.out.append({"type": "message", "role": "developer", "content": content})
 
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
         """The output's items in the order of its parts, then its calls and their outputs.
@@ -143,7 +139,7 @@ class _Items(Pairing):
         runs of text between them become assistant messages. Reasoning with nothing after it
         is not sent (the API wants the item it preceded).
         """
-        self.leading = False
+        self.start_turn()
         own = from_provider(output, PROVIDER)
         run = _OutputItems(self.stream, seq)
         for part in output.parts:

@@ -389,6 +389,46 @@ def tool_input(call: ToolCall) -> dict[str, object]:
     return {RAW_ARGUMENTS_KEY: call.raw_arguments}
 
 
+class SystemSlot(Pairing):
+    """A Pairing for providers whose current instruction has a slot of its own (`system`).
+
+    Instructions before the first other turn took effect, if at all, only through the last of
+    them: it is in force when the conversation opens. That one is the slot itself when it is the
+    current instruction; otherwise it is shown (`show_instruction`) before the first turn. Later
+    instructions are shown where they take effect.
+    """
+
+    def __init__(self, unanswered: Unanswered, orphans: Orphans, system: str | None) -> None:
+        super().__init__(unanswered, orphans)
+        self.system = system
+        self.leading = True
+        """No turn but instructions seen yet."""
+        self.__opening: str | None = None
+
+    def show_instruction(self, text: str) -> None:
+        """Render an instruction that takes effect here, other than in the slot."""
+        raise NotImplementedError
+
+    def instruction(self, text: str) -> None:
+        """Before the first turn, remember it (a later one supersedes it); then show it."""
+        if self.leading:
+            self.__opening = text
+        else:
+            self.show_instruction(text)
+
+    def start_turn(self) -> None:
+        """Call before rendering any turn: ends the leading instructions."""
+        if self.leading:
+            self.leading = False
+            if self.__opening is not None and self.__opening != self.system:
+                self.show_instruction(self.__opening)
+
+    def run(self, items: Iterable[WindowItem]) -> None:
+        """Pair and emit every item; a window of instructions alone shows the one in force."""
+        super().run(items)
+        self.start_turn()
+
+
 def custom_tool_names(tools: Iterable[ToolSpec]) -> frozenset[str]:
     """Names of the custom (free-form) tools among `tools`."""
     return frozenset(t.name for t in tools if t.format is not None)
@@ -547,6 +587,7 @@ __all__ = [
     "RAW_ARGUMENTS_KEY",
     "SKIPPED_TEXT",
     "SUMMARY_HEADING",
+    "SystemSlot",
     "Answer",
     "Blocks",
     "InstructionTurn",
