@@ -300,28 +300,31 @@ def _texts_in_order(provider: str, body: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai-responses"])
 @pytest.mark.parametrize(
-    ("instructions", "expected"),
+    ("instructions", "one_slot", "responses"),
     [
         # Superseded before any turn: only the last one ever took effect.
-        (["English", "French", "Hi"], ["slot:French", "Hi"]),
-        (["B", "A", "B", "Hi"], ["slot:B", "Hi"]),
-        (["A", "B"], ["slot:B"]),
-        # In force at the start, then changed: shown first, the current one where it took effect.
-        (["X", "A", "Hi", "B", "Yo"], ["slot:B", "A", "Hi", "B", "Yo"]),
+        (["English", "French", "Hi"], ["slot:French", "Hi"], ["slot:French", "Hi"]),
+        (["B", "A", "B", "Hi"], ["slot:B", "Hi"], ["slot:B", "Hi"]),
+        (["A", "B"], ["slot:B"], ["slot:B"]),
+        # In force at the start, then changed. Anthropic and Gemini: the current one is the slot,
+        # the opening one shown first. Responses: the opening one is `instructions` (a prefix
+        # that stays put), the change a developer message where it took effect.
+        (
+            ["X", "A", "Hi", "B", "Yo"],
+            ["slot:B", "A", "Hi", "B", "Yo"],
+            ["slot:A", "Hi", "B", "Yo"],
+        ),
     ],
 )
 def test_leading_instructions_keep_the_one_in_force(
-    provider: str, instructions: list[str], expected: list[str]
+    provider: str, instructions: list[str], one_slot: list[str], responses: list[str]
 ) -> None:
     data: list[Any] = [
         ModelInput.from_text(t) if t in ("Hi", "Yo") else el.SystemInstructionSet(text=t)
         for t in instructions
     ]
-    body = render(
-        rw.win(*data, system=[t for t in instructions if t not in ("Hi", "Yo")][-1], tools=()),
-        provider,
-        model="m",
-    )
+    current = [t for t in instructions if t not in ("Hi", "Yo")][-1]
+    body = render(rw.win(*data, system=current, tools=()), provider, model="m")
     heading = rc.INSTRUCTION_HEADING + "\n"
     got = [t.removeprefix(heading) for t in _texts_in_order(provider, body)]
-    assert got == expected
+    assert got == (responses if provider == "openai-responses" else one_slot)

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from eventlog.events import SystemInstructionSet
 from eventlog.projections.providers.openai_responses import message_id, render
 from eventlog.projections.providers.render_common import CANCELLED_TEXT
 from tests import render_windows as rw
@@ -115,14 +116,24 @@ def test_big_tool_output_is_byte_identical() -> None:
 
 
 def test_system_changed_midway_as_developer_messages() -> None:
+    """`instructions` is the one in force at the start: the prefix stays put as turns go by."""
     assert r(rw.system_changed()) == body(
-        user("Answer in English.", role="developer"),
         user("Hi"),
         assistant(3, "Hello!"),
         user("Answer in French.", role="developer"),
         user("Hi again"),
-        instructions="Answer in French.",
+        instructions="Answer in English.",
     )
+
+
+def test_instructions_set_before_the_window_are_the_opening_one() -> None:
+    """No item sets the current instruction: it was in force before the window starts."""
+    w = rw.win(rw.text_in("Hi"), system="Be terse.", tools=())
+    assert r(w)["instructions"] == "Be terse."
+    w = rw.win(rw.text_in("Hi"), SystemInstructionSet(text="Be terse."), system="Be terse.")
+    got = r(w)
+    assert "instructions" not in got
+    assert got["input"][1] == user("Be terse.", role="developer")
 
 
 def test_openai_reasoning_items_passed_back() -> None:

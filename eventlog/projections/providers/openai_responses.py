@@ -29,7 +29,6 @@ from eventlog.projections.providers.render_common import (
     SystemSlot,
     Unanswered,
     attachment_note,
-    current_system,
     custom_input,
     custom_tool_names,
     data_url,
@@ -40,6 +39,7 @@ from eventlog.projections.providers.render_common import (
     is_fetchable,
     is_image,
     merge_extra,
+    opening_system,
     provider_file,
     raw_arguments,
 )
@@ -71,7 +71,7 @@ def render(
     items = _Items(
         unanswered,
         orphans,
-        current_system(window),
+        opening_system(window),
         window.stream,
         custom_tool_names(window.tools),
     )
@@ -103,8 +103,8 @@ def _tool(spec: ToolSpec) -> Item:
 class _Items(SystemSlot):
     """Input items built in the pairing pass.
 
-    The current instruction is `instructions` (see `SystemSlot` for the ones before the first
-    turn); every other one is a developer message at its place.
+    The instruction in force when the window opens is `instructions` (a prefix that stays
+    put as the history grows); every change after it is a developer message at its place.
     """
 
     def __init__(

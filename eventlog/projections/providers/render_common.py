@@ -252,6 +252,28 @@ def current_system(window: Window) -> str | None:
     return None
 
 
+def opening_system(window: Window) -> str | None:
+    """The instruction in force when the window opens.
+
+    The last instruction item before the first other item; without one, the current
+    instruction when no item of the window sets it (it was set before the window starts).
+    """
+    opening: str | None = None
+    leading = True
+    carried = False
+    current = current_system(window)
+    for item in window.items:
+        if isinstance(item.data, SystemInstructionSet):
+            if leading:
+                opening = item.data.text
+            carried = carried or item.data.text == current
+        else:
+            leading = False
+    if opening is not None:
+        return opening
+    return None if carried else current
+
+
 # ---------------------------------------------------------------------------------------------
 # The neutral view (tests and debugging)
 
@@ -618,6 +640,7 @@ __all__ = [
     "is_image",
     "live_screen_text",
     "merge_extra",
+    "opening_system",
     "orphan_text",
     "raw_arguments",
     "provider_file",
