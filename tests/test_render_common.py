@@ -150,10 +150,12 @@ def test_fix_id() -> None:
     assert len(rc.fix_id(long, 40, strict_chars=False)) == 40
 
 
-def test_input_text_titles_and_live_screen() -> None:
-    data = ModelInput(sections=(Section(text="body", title="Task"), Section(text="more")))
-    assert rc.input_text(data) == "# Task\nbody\n\nmore"
-    assert rc.input_text(ModelInput.from_text(" exact  ")) == " exact  "
+def test_input_blocks_titles_and_live_screen() -> None:
+    data = ModelInput(
+        sections=(Section(text="body", title="Task"), Section(text=" "), Section(text="more"))
+    )
+    assert rc.input_blocks(data) == ("# Task\nbody", "more")
+    assert rc.input_blocks(ModelInput.from_text(" exact  ")) == (" exact  ",)
     assert rc.live_screen_text((("notes", "- a"), ("clock", "12:00"))) == (
         "[LiveScreen]\n## notes\n- a\n\n## clock\n12:00"
     )

@@ -147,3 +147,34 @@ def test_cli_import_then_render(
     first = tuple(history_events(fmt, original))
     again = tuple(history_events(fmt, body))
     assert _without_derived_ids(again, first) == first
+
+
+@pytest.mark.parametrize(
+    ("fmt", "message"),
+    [
+        (
+            "openai-chat",
+            {"role": "user", "content": [{"type": "text", "text": t} for t in ("Look:", "x = 1")]},
+        ),
+        (
+            "anthropic",
+            {"role": "user", "content": [{"type": "text", "text": t} for t in ("Look:", "x = 1")]},
+        ),
+        (
+            "openai-responses",
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": t} for t in ("Look:", "x = 1")],
+            },
+        ),
+    ],
+)
+def test_a_message_of_several_text_parts_keeps_them(fmt: str, message: dict[str, Any]) -> None:
+    history = {"input": [message]} if fmt == "openai-responses" else {"messages": [message]}
+    events = history_events(fmt, history)
+    assert [s.text for s in events[0].sections] == ["Look:", "x = 1"]  # type: ignore[attr-defined]
+    body = render(context_window(events, "conv", budget=10**9), fmt, model="m")
+    if fmt == "openai-responses":
+        body = {k: body[k] for k in ("input", "model")}
+    assert history_events(fmt, body) == events

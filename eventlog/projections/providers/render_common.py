@@ -347,18 +347,18 @@ def is_blank(text: str) -> bool:
 
 
 def input_blocks(data: ModelInput) -> tuple[str | Attachment, ...]:
-    """An input's text (sections joined, titles as `# title` lines), then its attachments."""
-    text = input_text(data)
-    head: tuple[str | Attachment, ...] = () if is_blank(text) else (text,)
-    return head + data.attachments
+    """An input's sections, a text block each, then its attachments.
 
-
-def input_text(data: ModelInput) -> str:
-    """Sections joined by blank lines; a titled section starts with a `# title` line."""
+    A titled section starts with a `# title` line; blank sections are left out. One block per
+    section keeps a user message of several text parts as several parts.
+    """
     sections = data.sections
     if len(sections) == 1 and not sections[0].title:
-        return sections[0].text
-    return "\n\n".join(f"# {s.title}\n{s.text}" if s.title else s.text for s in sections)
+        text = sections[0].text
+        head: tuple[str | Attachment, ...] = () if is_blank(text) else (text,)
+        return head + data.attachments
+    texts = (f"# {s.title}\n{s.text}" if s.title else s.text for s in sections)
+    return (*(t for t in texts if not is_blank(t)), *data.attachments)
 
 
 def live_screen_text(sections: Sequence[tuple[str, str]]) -> str:
@@ -633,7 +633,6 @@ __all__ = [
     "function_parameters",
     "id_rewriter",
     "input_blocks",
-    "input_text",
     "instruction_text",
     "is_blank",
     "is_error",
