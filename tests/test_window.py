@@ -261,6 +261,22 @@ def test_calibration_is_used_and_reported() -> None:
     assert window_tokens(cal, counter) == cal.report.tokens
 
 
+def test_a_state_window_shows_widgets_in_the_order_they_first_appeared(tmp_path: Path) -> None:
+    """The live screen lists widgets in first-update order, however the window was built."""
+    events = [
+        WidgetUpdated(widget="notes", state="- a"),
+        WidgetUpdated(widget="clock", state="12:00"),
+        WidgetUpdated(widget="notes", state="- a\n- b"),
+        ModelInput.from_text("hi"),
+    ]
+    with el.open(f"sqlite:///{tmp_path / 'w.db'}") as store:
+        store.append("conv", events)
+        from_state = context_window(conversation_state(store, "conv"), "conv", budget=10**6)
+    from_events = context_window(events, "conv", budget=10**6)
+    assert from_events.items[-1].live_screen == (("notes", "- a\n- b"), ("clock", "12:00"))
+    assert from_state == from_events
+
+
 def test_exact_counter_by_name() -> None:
     w = context_window(history(2), budget=10**6, counter="o200k_base")
     assert w.report is not None and w.report.counter == "o200k_base"

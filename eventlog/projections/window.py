@@ -433,6 +433,9 @@ class WindowBuilder:
         feed.sort(key=lambda x: x[0])
         for seq, data in feed:
             builder.add(seq, data)
+        if len(state.widgets) > 1:  # fed by latest update: put back the state's (first) order
+            builder._widgets = {w.widget: builder._widgets[w.widget] for w in state.widgets}
+            builder._set_screen(None if builder._lazy else builder.counter)
         builder.seq = state.seq
         return builder
 
@@ -500,11 +503,15 @@ class WindowBuilder:
             self._tools_tokens = self.counter.count_tools(data.tools)
         elif isinstance(data, WidgetUpdated):
             self._widgets[data.widget] = data.state
-            self._screen = tuple(self._widgets.items())
-            if counter is not None:
-                self._screen_tokens = counter.count_text(live_screen_text(self._screen))
+            self._set_screen(counter)
         elif isinstance(data, Compaction):
             self._compaction(seq, data)
+
+    def _set_screen(self, counter: TokenCounter | None) -> None:
+        """The live screen: every widget's current view, in the order widgets first appeared."""
+        self._screen = tuple(self._widgets.items())
+        if counter is not None:
+            self._screen_tokens = counter.count_text(live_screen_text(self._screen))
 
     def _new_unit(self, kind: str, entry: _Entry, slot: int | None = None, last: int = 0) -> _Unit:
         unit = _Unit(kind, entry.seq if slot is None else slot, entry, last)
