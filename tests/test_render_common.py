@@ -330,3 +330,14 @@ def test_leading_instructions_keep_the_one_in_force(
     heading = rc.INSTRUCTION_HEADING + "\n"
     got = [t.removeprefix(heading) for t in _texts_in_order(provider, body)]
     assert got == (responses if provider == "openai-responses" else one_slot)
+
+
+def test_openai_sees_failed_and_skipped_results_as_errors() -> None:
+    """OpenAI has no error flag: what Anthropic marks is_error starts `Error: `."""
+    text = {
+        status: rc.error_text(ToolResult(call_id="c", tool_name="t", status=status, content=c))
+        for status, c in (("success", "ok"), ("failed", "boom"), ("skipped", "user said no"))
+    }
+    assert text == {"success": "ok", "failed": "Error: boom", "skipped": "Error: user said no"}
+    skipped = ToolResult(call_id="c", tool_name="t", status="skipped")
+    assert rc.error_text(skipped) == rc.SKIPPED_TEXT and rc.is_error(skipped)

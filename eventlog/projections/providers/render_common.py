@@ -388,10 +388,15 @@ def result_text(result: ToolResult) -> str:
 
 
 def error_text(result: ToolResult) -> str:
-    """A result's text for providers without an error flag: a failed one starts `Error: `."""
-    if result.status == "failed":
-        return f"{ERROR_PREFIX}{result.content}"
-    return result_text(result)
+    """A result's text for providers without an error flag: an error starts `Error: `.
+
+    Failed and skipped results are errors (`is_error`); a skipped one without text says so.
+    """
+    if result.status == "success":
+        return result.content
+    if result.status == "skipped" and not result.content:
+        return SKIPPED_TEXT
+    return f"{ERROR_PREFIX}{result.content}"
 
 
 def is_error(result: ToolResult) -> bool:
