@@ -79,6 +79,13 @@ def test_window_rules(events: list[EventData], budget: int, strategy: str) -> No
     r = w.report
     assert r.kept + r.downgraded + r.summarised + r.dropped == len(r.entries)
     assert [e.seq for e in r.entries] == sorted(e.seq for e in r.entries)
+    fates = [e.fate for e in r.entries]
+    assert (r.kept, r.downgraded, r.summarised, r.dropped) == tuple(
+        fates.count(f) for f in ("kept", "downgraded", "summarised", "dropped")
+    )
+    # A summarised entry names the compaction in the window that stands in for it.
+    compactions = {it.seq for it in w.items if isinstance(it.data, Compaction)}
+    assert all(e.summarised_by in compactions for e in r.entries if e.fate == "summarised")
     if strategy in ("lod_then_drop", "summary_aware"):
         _downgrade_before_drop(events, w, o.pinned, o.groups)
     else:
@@ -134,6 +141,27 @@ def test_rendered_windows_pass_the_renderer_checks(
         return
     for provider in PROVIDERS:
         rw.CHECKERS[provider](render(w, provider, model="m"))
+
+
+def test_entries_of_a_dropped_compaction_are_dropped_not_summarised() -> None:
+    """Nothing in the window stands in for them once their summary is dropped too."""
+    events: list[EventData] = [
+        ModelInput.from_text("first question"),
+        ModelInput.from_text("first answer"),
+        Compaction(first_seq=1, last_seq=2, summary="We discussed it at length. " * 20),
+        Compaction(first_seq=1, last_seq=3, summary="Long ago. " * 20),
+        ModelInput.from_text("second question"),
+    ]
+    for strategy in STRATEGIES:
+        w = context_window(events, budget=30, strategy=strategy, turns=1)
+        assert w.report is not None and [it.seq for it in w.items] == [5]
+        assert [e.fate for e in w.report.entries] == ["dropped"] * 4 + ["kept"]
+        assert (w.report.summarised, w.report.dropped) == (0, 4)
+    # With room for the newer summary, it stands in for all three before it.
+    w = context_window(events, budget=10_000)
+    assert w.report is not None and [it.seq for it in w.items] == [4, 5]
+    assert [(e.fate, e.summarised_by) for e in w.report.entries[:3]] == [("summarised", 4)] * 3
+    assert w.report.summarised == 3
 
 
 def test_newest_input_is_kept_even_inside_a_compaction() -> None:

@@ -246,6 +246,7 @@ class _Unit:
         "costs",
         "counted",
         "covered_by",
+        "covers",
         "entries",
         "items",
         "kind",
@@ -271,6 +272,9 @@ class _Unit:
         self.pinned = False
         self.applied: Vec = ZERO
         self.covered_by: _Unit | None = None
+        """The compaction covering it (or one covering that: see `_root`)."""
+        self.covers = 0
+        """Entries a compaction stands in for (through the compactions it covers)."""
         self.items: dict[Level, list[tuple[int, WindowItem]]] | None = None
         """Its window items per level, made when first shown (reused until it changes)."""
 
@@ -369,7 +373,6 @@ class WindowBuilder:
         self._active: list[tuple[int, int]] = []  # (slot, unit key), sorted
         self._compactions: list[tuple[int, int]] = []  # active compactions, sorted
         self._all: list[_Entry] = []
-        self._covered = 0  # entries in covered units
         self._inputs: list[int] = []  # seqs of inputs (turn starts)
         self._instruction: _Entry | None = None
         self._system_tokens = 0
@@ -538,7 +541,7 @@ class WindowBuilder:
                 self._all.append(entry)
                 group.add(entry)
                 if not group.active:
-                    self._covered += 1
+                    _root(group).covers += 1
                 self._sync(group)
                 self._answered.update(matched)
                 if len(self._answered) == len(ids):
@@ -567,7 +570,7 @@ class WindowBuilder:
         for old in covering:
             old.active = False
             old.covered_by = unit
-            self._covered += len(old.entries)
+            unit.covers += len(old.entries) + old.covers
             self._sync(old)
             if old.kind == "compaction":
                 self._compactions.remove((old.slot, old.entries[0].seq))
@@ -703,8 +706,11 @@ class WindowBuilder:
                         seq=it.seq, data=it.data, level=it.level, live_screen=screen
                     )
                     break
-        covered_pinned = sum(len(u.entries) for u in pinned if not u.active)
-        summarised = self._covered - covered_pinned
+        # Entries a kept compaction stands in for; a covered unit shown anyway (pinned) is not.
+        shown = {id(u) for u, _ in kept}
+        summarised = sum(u.covers for u, _ in kept if u.kind == "compaction") - sum(
+            len(u.entries) for u in pinned if not u.active and id(_root(u)) in shown
+        )
         entry_rows = (
             self._all_rows(kept) if mode == "all" else tuple(reports[s] for s in sorted(reports))
         )
@@ -738,7 +744,6 @@ class WindowBuilder:
 
     def _all_rows(self, kept: list[tuple[_Unit, Level]]) -> tuple[EntryReport, ...]:
         levels = {id(u): lv for u, lv in kept}
-        roots: dict[int, int] = {}  # covered unit -> seq of the compaction standing in for it
         rows: list[EntryReport] = []
         append = rows.append
         for e in self._all:
@@ -747,12 +752,10 @@ class WindowBuilder:
             level = levels.get(id(unit))
             if level is not None:
                 append(_report(e, e.eff[_LEVEL_INDEX[level]], self._system_tokens))
-            elif not unit.active:
-                by = roots.get(id(unit))
-                if by is None:
-                    by = _root_seq(unit, roots)
+            elif not unit.active and id(root := _root(unit)) in levels:
+                by = root.entries[0].seq
                 append(EntryReport(seq=e.seq, kind=e.kind, fate="summarised", summarised_by=by))
-            else:
+            else:  # dropped, or covered by a compaction that was dropped itself
                 append(EntryReport(seq=e.seq, kind=e.kind, fate="dropped"))
         return tuple(rows)
 
@@ -904,25 +907,18 @@ def _downgrade_cut(order: list[_Unit], available: int) -> Plan:
     raise AssertionError("unreachable: the totals reach the target")  # pragma: no cover
 
 
-def _root_seq(unit: _Unit, roots: dict[int, int]) -> int:
-    """Seq of the compaction standing in for a covered unit now.
+def _root(unit: _Unit) -> _Unit:
+    """The compaction standing in for a covered unit now (the unit itself when active).
 
-    Remembered in `roots` for every unit on the way, so chains of superseded compactions are
-    walked once per report, not once per entry.
+    Every unit on the way is pointed at it, so chains of superseded compactions are walked
+    once, not once per entry of every report.
     """
-    path: list[_Unit] = []
-    found: int | None = None
-    while unit.covered_by is not None:
-        path.append(unit)
-        unit = unit.covered_by
-        found = roots.get(id(unit))
-        if found is not None:
-            break
-    if found is None:
-        found = unit.entries[0].seq
-    for u in path:
-        roots[id(u)] = found
-    return found
+    root = unit
+    while root.covered_by is not None:
+        root = root.covered_by
+    while unit.covered_by is not None and unit.covered_by is not root:
+        unit.covered_by, unit = root, unit.covered_by
+    return root
 
 
 def _first(x: tuple[int, WindowItem]) -> int:
