@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from eventlog.backends.base import Durability, ForkInfo, StreamInfo
+from eventlog.backends.base import Durability, ForkInfo, SearchHit, StreamInfo
 from eventlog.events import Event, EventData, RecordedEvent
 from eventlog.store import ANY, PAGE, ExpectedSeq, Store, VerifyReport
 
@@ -56,6 +56,7 @@ class AsyncStore:
         self, stream: str, first: int = 1, last: int | None = None
     ) -> AsyncIterator[RecordedEvent]:
         """Events of a stream, fetched a page at a time."""
+        self.sync.read(stream, first, last)  # checks the arguments now, as `read` does
         cursor = first
         while last is None or cursor <= last:
             stop = cursor + PAGE - 1 if last is None else min(cursor + PAGE - 1, last)
@@ -70,9 +71,31 @@ class AsyncStore:
         """The last n events, oldest first."""
         return await asyncio.to_thread(self.sync.read_last, stream, n)
 
-    async def read_all(self, after: int = 0, limit: int = PAGE) -> list[RecordedEvent]:
-        """Up to `limit` events with position > after."""
+    async def get(self, stream: str, seq: int) -> RecordedEvent:
+        """The event at one seq of a stream (see Store.get)."""
+        return await asyncio.to_thread(self.sync.get, stream, seq)
+
+    async def read_all(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
+        """Every event with position > after (at most `limit`) as a list (see Store.read_all)."""
         return await asyncio.to_thread(lambda: list(self.sync.read_all(after, limit)))
+
+    async def head_position(self) -> int:
+        """The highest committed position."""
+        return await asyncio.to_thread(self.sync.head_position)
+
+    async def exists(self, stream: str) -> bool:
+        """Whether the stream has events or is a fork."""
+        return await asyncio.to_thread(self.sync.exists, stream)
+
+    async def ancestry(self, stream: str) -> list[tuple[str, int]]:
+        """[(ancestor, fork seq), ...] from the root to the stream's parent."""
+        return await asyncio.to_thread(self.sync.ancestry, stream)
+
+    async def search(
+        self, query: str, *, stream: str | None = None, limit: int = 50
+    ) -> list[SearchHit]:
+        """Full-text search over event text (see Store.search)."""
+        return await asyncio.to_thread(self.sync.search, query, stream=stream, limit=limit)
 
     async def streams(self) -> list[StreamInfo]:
         """Every stream (see Store.streams)."""

@@ -61,6 +61,8 @@ _VALID_NAMES_KEPT = 10_000
 """At most this many checked stream names are remembered (bounds the set's memory)."""
 
 PAGE = 1000
+MAX_SEQ = 2**63 - 1
+"""The largest seq, position or count an argument may be (stores keep 64-bit integers)."""
 _MAX_ANY_RETRIES = 1000
 
 _open_stores: weakref.WeakSet[Store] = weakref.WeakSet()
@@ -194,6 +196,10 @@ class Store:
         level = self.durability if durability is None else Durability(durability)
         encoded = self._codec.encode_events(events)
         if not encoded:
+            if expected_seq != ANY:  # nothing to write, but the expectation still holds or not
+                tail_seq = self._tail(stream, fresh=True)[0]
+                if not _matches(expected_seq, tail_seq):
+                    raise ConcurrencyError(stream, expected_seq, tail_seq)
             return []
         if len(encoded) > 1 and len({e.id for e in encoded}) != len(encoded):
             raise ValidationError("the same event id appears twice in one batch", field="id")
@@ -427,12 +433,13 @@ class Store:
         """
         self._check_open()
         validate_stream_name(stream)
-        if first < 1:
-            raise ValidationError(f"must be >= 1, got {first}", field="first")
-        if last is not None and last < first:
-            return iter(())
-        if limit is not None and limit < 0:
-            raise ValidationError(f"must be >= 0, got {limit}", field="limit")
+        _check_int(first, "first", 1)
+        if last is not None:
+            _check_int(last, "last", 0)
+            if last < first:
+                return iter(())
+        if limit is not None:
+            _check_int(limit, "limit", 0)
         return chain.from_iterable(self._pages(stream, first, last, backwards, limit))
 
     def _pages(
@@ -465,7 +472,7 @@ class Store:
                     cursor_hi = page[-1].seq - 1
                 else:
                     cursor_lo = page[-1].seq + 1
-        if not yielded and first == 1 and not self.exists(stream):
+        if not yielded and not self.exists(stream):
             raise StreamNotFoundError(stream)
 
     def _read_page(
@@ -478,12 +485,14 @@ class Store:
 
     def read_last(self, stream: str, n: int) -> list[RecordedEvent]:
         """The last n events of a stream, oldest first."""
+        _check_int(n, "n", 0)
         out = list(self.read(stream, backwards=True, limit=n))
         out.reverse()
         return out
 
     def get(self, stream: str, seq: int) -> RecordedEvent:
         """The event at one seq of a stream."""
+        _check_int(seq, "seq", 1)
         for event in self.read(stream, seq, seq):
             return event
         raise ValidationError(f"stream {stream!r} has no seq {seq}", field="seq")
@@ -491,6 +500,9 @@ class Store:
     def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
         """Every stored event with position > after, in position order."""
         self._check_open()
+        _check_int(after, "after", 0)
+        if limit is not None:
+            _check_int(limit, "limit", 0)
         return chain.from_iterable(self._all_pages(after, limit))
 
     def _all_pages(self, after: int, limit: int | None) -> Iterator[list[RecordedEvent]]:
@@ -545,6 +557,7 @@ class Store:
         if tail_seq == 0:
             raise StreamNotFoundError(source)
         at = tail_seq if at_seq is None else at_seq
+        _check_int(at, "at_seq", 1)
         if not 1 <= at <= tail_seq:
             raise ValidationError(
                 f"must be between 1 and {tail_seq} (the end of {source!r}), got {at}",
@@ -580,6 +593,7 @@ class Store:
             validate_stream_name(stream)
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("cannot be empty", field="query")
+        _check_int(limit, "limit", 1)
         return self._backend.search(query, stream=stream, limit=limit)
 
     # -- subscriptions ---------------------------------------------------------------------
@@ -587,6 +601,8 @@ class Store:
     def subscribe(self, after: int = 0, *, batch: int = PAGE) -> Subscription:
         """Catch up from a position, then follow new events as they commit."""
         self._check_open()
+        _check_int(after, "after", 0)
+        _check_int(batch, "batch", 1)
         from eventlog.subscription import Subscription
 
         return Subscription(self, after, batch)
@@ -724,10 +740,21 @@ class Store:
 def _check_expected(expected: object) -> None:
     if expected in (ANY, NO_STREAM):
         return
-    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+    if type(expected) is not int or not 0 <= expected <= MAX_SEQ:
         raise ValidationError(
-            f"must be an int >= 0, 'any' or 'no_stream', got {expected!r}", field="expected_seq"
+            f"must be an int from 0 to 2**63 - 1, 'any' or 'no_stream', got {expected!r}",
+            field="expected_seq",
         )
+
+
+def _check_int(value: object, field: str, low: int) -> None:
+    """Raise ValidationError unless `value` is an int (not a bool) from `low` to MAX_SEQ.
+
+    Seqs, positions and counts are stored as 64-bit integers: a larger one, a float or a bool
+    would reach each backend differently (or not at all).
+    """
+    if type(value) is not int or not low <= value <= MAX_SEQ:
+        raise ValidationError(f"must be an int from {low} to 2**63 - 1, got {value!r}", field=field)
 
 
 def _matches(expected: ExpectedSeq, tail_seq: int) -> bool:

@@ -504,6 +504,11 @@ class BackendContract:
         assert len(list(store.read_all(after=n - 5))) == 5
         assert len(list(store.read_all(limit=1500))) == 1500
 
+        async def async_read_all() -> int:
+            return len(await el.AsyncStore(store).read_all())
+
+        assert asyncio.run(async_read_all()) == n  # every event, as the sync read_all gives
+
     def test_packed_and_record_reads_agree(self, store: el.Store) -> None:
         """`read_packed` / `read_all_packed` (the fast path of packing backends, generic on the
         others) give the same records and events as `read` / `read_all`."""
@@ -571,11 +576,52 @@ class BackendContract:
         assert [e.position for e in backend.read_all_events(0, 100, codec)] == list(range(1, 11))
 
     def test_missing_stream(self, store: el.Store) -> None:
-        with pytest.raises(el.StreamNotFoundError):
-            list(store.read("nope"))
-        with pytest.raises(el.StreamNotFoundError):
-            store.stream_info("nope")
+        for read in (
+            lambda: list(store.read("nope")),
+            lambda: list(store.read("nope", 2)),
+            lambda: list(store.read("nope", 2, backwards=True)),
+            lambda: store.get("nope", 2),
+            lambda: store.read_last("nope", 3),
+            lambda: store.stream_info("nope"),
+        ):
+            with pytest.raises(el.StreamNotFoundError):
+                read()
         assert not store.exists("nope")
+
+    @pytest.mark.parametrize("bad", [1.5, 2.0, True, "2", None, -1, 2**63, 2**64])
+    def test_bad_seqs_counts_and_positions_are_refused(self, store: el.Store, bad: Any) -> None:
+        """Every backend answers a float, bool, str or out-of-range int the same way."""
+        store.append("s", text_events(3))
+        calls: list[Callable[[], object]] = [
+            lambda: list(store.read("s", bad)),
+            lambda: store.get("s", bad),
+            lambda: store.read_last("s", bad),
+            lambda: list(store.read_all(bad)),
+            lambda: store.subscribe(bad),
+        ]
+        if bad is not None:  # None means "no bound" for these
+            calls += [
+                lambda: list(store.read("s", 1, bad)),
+                lambda: list(store.read("s", limit=bad)),
+                lambda: list(store.read_all(0, bad)),
+                lambda: store.append("s", text_events(1), expected_seq=bad),
+                lambda: store.fork("s", "f", bad),
+            ]
+        for call in calls:
+            with pytest.raises(el.ValidationError):
+                call()
+        assert [e.seq for e in store.read("s")] == [1, 2, 3]
+        assert not store.exists("f") and store.head_position() == 3
+
+    def test_an_empty_append_still_checks_expected_seq(self, store: el.Store) -> None:
+        store.append("s", text_events(2))
+        assert store.append("s", [], expected_seq=2) == []
+        assert store.append("new", [], expected_seq=el.NO_STREAM) == []
+        with pytest.raises(el.ConcurrencyError):
+            store.append("s", [], expected_seq=5)
+        with pytest.raises(el.ConcurrencyError):
+            store.append("s", [], expected_seq=el.NO_STREAM)
+        assert store.head_position() == 2 and not store.exists("new")
 
     def test_list_streams(self, store: el.Store) -> None:
         store.append("b", text_events(2))
@@ -907,6 +953,11 @@ class BackendContract:
                 assert len([e async for e in store.iter("s1")]) == 6
                 assert len(await store.read_last("f", 1)) == 1
                 assert (await store.verify()).ok
+                assert len(await store.read_all()) == 12 == await store.head_position()
+                assert (await store.get("f", 2)).seq == 2
+                assert await store.exists("f") and await store.ancestry("f") == [("s0", 2)]
+                with pytest.raises(el.ValidationError):
+                    [e async for e in store.iter("bad\nname", 2, 1)]
                 return got
 
         assert asyncio.run(scenario()) == list(range(1, 13))
