@@ -159,6 +159,19 @@ class RefusalPart(
 Part = TextPart | ReasoningPart | RefusalPart
 
 
+BIG_INT_ERROR = "arguments hold an integer past 64 bits: kept exactly in raw_arguments only"
+"""`ToolCall.parse_error` for arguments MessagePack stores could not hold as parsed."""
+
+
+def _fits_64_bits(value: dict[str, Any]) -> bool:
+    """Whether every integer in `value` fits MessagePack (64 bits), as the stores need."""
+    try:
+        msgspec.msgpack.encode(value)
+    except OverflowError:
+        return False
+    return True
+
+
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A tool call as the model produced it: raw argument text kept exactly."""
 
@@ -194,10 +207,12 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         except msgspec.DecodeError as exc:
             error = f"invalid JSON: {exc}"
         else:
-            if isinstance(value, dict):
+            if not isinstance(value, dict):
+                error = f"arguments are a JSON {type(value).__name__}, not an object"
+            elif _fits_64_bits(value):
                 arguments = value
             else:
-                error = f"arguments are a JSON {type(value).__name__}, not an object"
+                error = BIG_INT_ERROR
         return cls(
             id=id,
             name=name,

@@ -21,8 +21,10 @@ from click.testing import CliRunner
 
 import eventlog as el
 from eventlog.cli import cli
+from eventlog.events import BIG_INT_ERROR
 from eventlog.projections.providers.importers import history_events
-from eventlog.projections.providers.render import render
+from eventlog.projections.providers.ingest import ingest_response
+from eventlog.projections.providers.render import render, render_json
 from eventlog.projections.window import context_window
 from tests import render_windows as rw
 from tests import test_import as samples
@@ -178,3 +180,45 @@ def test_a_message_of_several_text_parts_keeps_them(fmt: str, message: dict[str,
     if fmt == "openai-responses":
         body = {k: body[k] for k in ("input", "model")}
     assert history_events(fmt, body) == events
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "lmdb", "jsonl"])
+def test_tool_arguments_past_64_bits_are_stored_and_sent_back_exactly(
+    backend: str, tmp_path: Path
+) -> None:
+    """MessagePack stores cannot hold such integers parsed: the call keeps them as raw text."""
+    big = 123456789012345678901234567890
+    output = ingest_response(
+        "anthropic",
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"id": big}}
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        },
+    )
+    call = output.tool_calls[0]
+    assert (call.arguments, call.parse_error) == (None, BIG_INT_ERROR)
+    url = {
+        "memory": "memory://",
+        "sqlite": f"sqlite:///{tmp_path / 'b.db'}",
+        "lmdb": f"lmdb:///{tmp_path / 'l'}",
+        "jsonl": f"jsonl:///{tmp_path / 'j'}",
+    }[backend]
+    with el.open(url) as store:
+        store.append("s", [el.ModelInput.from_text("look it up"), output])
+        stored = store.get("s", 2).data
+        assert stored == output
+        window = context_window(store, "s", budget=10**6)
+    body = msgspec.json.decode(render_json(window, "anthropic", model="claude-x"))
+    uses = [b for m in body["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert uses[0]["input"] == {"id": big}
+    openai = render(window, "openai-chat", model="gpt-x")
+    calls = [c for m in openai["messages"] for c in m.get("tool_calls", ())]
+    assert calls[0]["function"]["arguments"] == '{"id":' + str(big) + "}"

@@ -27,8 +27,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
 from eventlog.errors import UsageError
 from eventlog.events import (
+    BIG_INT_ERROR,
     Attachment,
     Compaction,
     ModelInput,
@@ -413,6 +416,10 @@ def tool_input(call: ToolCall) -> dict[str, object]:
         return {CUSTOM_INPUT_KEY: call.raw_arguments}
     if call.arguments is not None:
         return call.arguments
+    if call.parse_error == BIG_INT_ERROR:  # an object after all: its numbers stay exact
+        value = msgspec.json.decode(call.raw_arguments)
+        if isinstance(value, dict):
+            return value
     return {RAW_ARGUMENTS_KEY: call.raw_arguments}
 
 
