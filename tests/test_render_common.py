@@ -341,3 +341,36 @@ def test_openai_sees_failed_and_skipped_results_as_errors() -> None:
     assert text == {"success": "ok", "failed": "Error: boom", "skipped": "Error: user said no"}
     skipped = ToolResult(call_id="c", tool_name="t", status="skipped")
     assert rc.error_text(skipped) == rc.SKIPPED_TEXT and rc.is_error(skipped)
+
+
+def _attachment_blocks(provider: str, attachments: tuple[el.Attachment, ...]) -> list[Any]:
+    window = rw.win(ModelInput(sections=(Section(text="Look."),), attachments=attachments))
+    body = render(window, provider, model="m")
+    if provider == "gemini":
+        return body["contents"][0]["parts"][1:]
+    if provider == "openai-responses":
+        return body["input"][0]["content"][1:]
+    if provider == "openai-chat":
+        return body["messages"][1]["content"][1:]
+    return body["messages"][0]["content"][1:]
+
+
+def test_data_uris_go_as_inline_bytes_and_unread_image_formats_as_notes() -> None:
+    """A data: URI is not a URL to fetch; BMP and the like are refused inline by the APIs."""
+    png_uri = el.Attachment(media_type="image/*", uri="data:image/png;base64," + rw.PNG_B64)
+    bmp = el.Attachment(media_type="image/bmp", data=b"BM" + bytes(30), name="x.bmp")
+    broken = el.Attachment(media_type="image/png", uri="data:image/png;base64,@@@")
+    got = {p: _attachment_blocks(p, (png_uri, bmp, broken)) for p in PROVIDERS}
+    assert got["anthropic"][0]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": rw.PNG_B64,
+    }
+    assert got["gemini"][0] == {"inlineData": {"mimeType": "image/png", "data": rw.PNG_B64}}
+    png_url = "data:image/png;base64," + rw.PNG_B64
+    assert got["openai-chat"][0] == {"type": "image_url", "image_url": {"url": png_url}}
+    assert got["openai-responses"][0]["image_url"] == png_url
+    for provider, blocks in got.items():
+        notes = [b.get("text", "") for b in blocks[1:]]
+        assert "image/bmp" in notes[0] and "not supported" in notes[0], provider
+        assert "not supported" in notes[1], provider

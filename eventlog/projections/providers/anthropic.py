@@ -16,6 +16,7 @@ from typing import Any
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, ToolResult
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
+    WEB_IMAGE_TYPES,
     Answer,
     Blocks,
     Orphans,
@@ -27,6 +28,7 @@ from eventlog.projections.providers.render_common import (
     from_provider,
     function_parameters,
     id_rewriter,
+    inline,
     instruction_text,
     is_blank,
     is_error,
@@ -46,7 +48,7 @@ MAX_ID_LENGTH = 64
 """Longest tool_use id kept as is; longer ones, or ids outside `[A-Za-z0-9_-]`, are rewritten."""
 MAX_BREAKPOINTS = 4
 """The API's limit on `cache_control` breakpoints per request."""
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+IMAGE_TYPES = WEB_IMAGE_TYPES
 UNAVAILABLE_TOOL = "(not available in this request)"
 """Description of a tool defined only because the history uses it (see `render`)."""
 
@@ -228,8 +230,10 @@ def _attachment(a: Attachment) -> Block:
     if file_id is not None:
         kind = "image" if is_image(a) else "document"
         return {"type": kind, "source": {"type": "file", "file_id": file_id}}
-    if not is_fetchable(a):
+    bytes_or_url = inline(a)
+    if bytes_or_url is None or not is_fetchable(a):
         return _text(attachment_note(a, PROVIDER))
+    a = bytes_or_url
     if a.media_type in IMAGE_TYPES or (a.uri is not None and is_image(a)):  # a URL: any image/*
         return {"type": "image", "source": _source(a)}
     if a.media_type == "application/pdf":

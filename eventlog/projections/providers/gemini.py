@@ -26,9 +26,11 @@ from eventlog.projections.providers.render_common import (
     current_system,
     from_provider,
     function_parameters,
+    inline,
     instruction_text,
     is_blank,
     is_error,
+    is_image,
     merge_extra,
     provider_file,
     result_text,
@@ -37,6 +39,8 @@ from eventlog.projections.providers.render_common import (
 from eventlog.projections.window_types import Window
 
 PROVIDER = "google"
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+"""Image formats Gemini reads from inline bytes."""
 
 Part = dict[str, Any]
 Content = dict[str, Any]
@@ -180,8 +184,16 @@ def _model_parts(output: ModelOutput, own: bool) -> list[Part]:
 
 
 def _attachment(a: Attachment) -> Part:
-    """Inline bytes as `inlineData`, a URI as `fileData`; another provider's file id as a note."""
-    if any(provider_file(a, other) is not None for other in FILE_SCHEMES):
+    """Inline bytes as `inlineData`, a URI as `fileData`.
+
+    Another provider's file id, or inline bytes of an image format Gemini does not read, become
+    a note.
+    """
+    bytes_or_url = inline(a)
+    if bytes_or_url is None or any(provider_file(a, other) is not None for other in FILE_SCHEMES):
+        return {"text": attachment_note(a, "Gemini")}
+    a = bytes_or_url
+    if a.data is not None and is_image(a) and a.media_type not in IMAGE_TYPES:
         return {"text": attachment_note(a, "Gemini")}
     if a.uri is not None:
         return {"fileData": {"mimeType": a.media_type, "fileUri": a.uri}}

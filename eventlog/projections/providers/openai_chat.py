@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from eventlog.events import Attachment, ModelOutput, RefusalPart, TextPart, ToolSpec
 from eventlog.projections.providers.render_common import (
+    WEB_IMAGE_TYPES,
     Answer,
     Blocks,
     Orphans,
@@ -24,6 +25,7 @@ from eventlog.projections.providers.render_common import (
     data_url,
     error_text,
     id_rewriter,
+    inline,
     is_fetchable,
     is_image,
     merge_extra,
@@ -174,13 +176,17 @@ class _Messages(Pairing):
 def _attachment(a: Attachment) -> dict[str, Any]:
     """Images as `image_url` parts, inline PDFs and OpenAI file ids as `file` parts.
 
-    Anything else (an image by file id, another provider's file, a URI OpenAI cannot fetch)
-    becomes a note.
+    Anything else (an image by file id, another provider's file, a URI OpenAI cannot fetch,
+    inline bytes of an image format it does not read) becomes a note.
     """
     file_id = provider_file(a, PROVIDER)
     if file_id is not None and not is_image(a):  # Chat takes images by URL only
         return {"type": "file", "file": {"file_id": file_id}}
-    if file_id is not None or not is_fetchable(a):
+    bytes_or_url = inline(a)
+    if file_id is not None or bytes_or_url is None or not is_fetchable(a):
+        return {"type": "text", "text": attachment_note(a, "OpenAI Chat")}
+    a = bytes_or_url
+    if is_image(a) and a.data is not None and a.media_type not in WEB_IMAGE_TYPES:
         return {"type": "text", "text": attachment_note(a, "OpenAI Chat")}
     if is_image(a):
         return {"type": "image_url", "image_url": {"url": data_url(a)}}

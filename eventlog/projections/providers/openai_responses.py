@@ -23,6 +23,7 @@ from eventlog.events import (
     ToolSpec,
 )
 from eventlog.projections.providers.render_common import (
+    WEB_IMAGE_TYPES,
     Answer,
     Blocks,
     Orphans,
@@ -35,6 +36,7 @@ from eventlog.projections.providers.render_common import (
     error_text,
     from_provider,
     id_rewriter,
+    inline,
     is_blank,
     is_fetchable,
     is_image,
@@ -237,14 +239,19 @@ def _content(blocks: tuple[str | Attachment, ...]) -> list[dict[str, Any]]:
 def _attachment(a: Attachment) -> dict[str, Any]:
     """Images as `input_image`, PDFs as `input_file`, OpenAI file ids as either by `file_id`.
 
-    Anything else (another provider's file, a URI OpenAI cannot fetch) becomes a note.
+    Anything else (another provider's file, a URI OpenAI cannot fetch, inline bytes of an image
+    format it does not read) becomes a note.
     """
     file_id = provider_file(a, PROVIDER)
     if file_id is not None:
         if is_image(a):
             return {"type": "input_image", "file_id": file_id, "detail": "auto"}
         return {"type": "input_file", "file_id": file_id}
-    if not is_fetchable(a):
+    bytes_or_url = inline(a)
+    if bytes_or_url is None or not is_fetchable(a):
+        return {"type": "input_text", "text": attachment_note(a, "OpenAI Responses")}
+    a = bytes_or_url
+    if is_image(a) and a.data is not None and a.media_type not in WEB_IMAGE_TYPES:
         return {"type": "input_text", "text": attachment_note(a, "OpenAI Responses")}
     if is_image(a):
         return {"type": "input_image", "image_url": data_url(a), "detail": "auto"}

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from eventlog.errors import UsageError
+from eventlog.errors import ProviderMappingError, UsageError
 from eventlog.events import (
     BIG_INT_ERROR,
     Attachment,
@@ -42,7 +42,7 @@ from eventlog.events import (
     ToolResults,
     ToolSpec,
 )
-from eventlog.projections.providers.common import FILE_SCHEMES
+from eventlog.projections.providers.common import FILE_SCHEMES, parse_data_url
 from eventlog.projections.window_types import Window, WindowItem
 
 Unanswered = Literal["cancel", "drop"]
@@ -577,6 +577,28 @@ def is_fetchable(attachment: Attachment) -> bool:
     return uri is None or uri.partition(":")[0].lower() in ("https", "http", "data")
 
 
+WEB_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""Image formats OpenAI and Anthropic read from inline bytes."""
+
+
+def inline(attachment: Attachment) -> Attachment | None:
+    """An attachment with a `data:` URI as inline bytes (None if the URL is malformed).
+
+    Providers take inline bytes as base64 of their own, not as a URL to fetch: a `data:` URI
+    sent as a URL is refused (Anthropic, Gemini) or sniffed from the wrong media type.
+    """
+    uri = attachment.uri
+    if uri is None or uri[:5].lower() != "data:":
+        return attachment
+    try:
+        parsed = parse_data_url("data:" + uri[5:], "attachment")
+    except ProviderMappingError:
+        return None
+    assert parsed is not None
+    media_type, data = parsed
+    return Attachment(media_type=media_type, data=data, name=attachment.name)
+
+
 def is_image(attachment: Attachment) -> bool:
     """Whether an attachment is an image."""
     return attachment.media_type.startswith("image/")
@@ -648,7 +670,9 @@ __all__ = [
     "instruction_text",
     "is_blank",
     "is_error",
+    "inline",
     "is_image",
+    "WEB_IMAGE_TYPES",
     "live_screen_text",
     "merge_extra",
     "opening_system",
