@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from eventlog.backends.base import Record
+from eventlog.backends.base import DECODE_ERRORS, Record
 from eventlog.backends.envelope import (
     PackedRow,
     StreamRow,
@@ -442,7 +442,7 @@ class Codec:
             cls = event_type(rec.type)
             assert cls is not None
             return self._upcast(rec, cls, plain, entry[0])
-        except msgspec.MsgspecError as exc:
+        except DECODE_ERRORS as exc:
             raise CorruptionError(
                 f"payload of type {rec.type!r} does not decode: {exc}",
                 stream=rec.stream,
@@ -481,7 +481,7 @@ class Codec:
             return {}
         try:
             meta: dict[str, Any] = self._meta_decoder.decode(rec.meta)
-        except msgspec.MsgspecError as exc:
+        except DECODE_ERRORS as exc:
             raise CorruptionError(
                 f"meta does not decode: {exc}",
                 stream=rec.stream,
@@ -521,7 +521,7 @@ class Codec:
             if entry is not None and not rec.codec and not rec.meta and rec.version == entry[0]:
                 try:
                     value = entry[1](rec.data)
-                except (msgspec.MsgspecError, TypeError):
+                except (msgspec.MsgspecError, UnicodeDecodeError, TypeError):
                     pass  # to_event below raises the CorruptionError that says where
                 else:
                     append(
@@ -566,13 +566,17 @@ class Codec:
                 row_stream = stream
             try:
                 e = decode_envelope(env)
-            except (msgspec.MsgspecError, TypeError) as exc:  # TypeError: stored as non-bytes
+            except (
+                msgspec.MsgspecError,
+                UnicodeDecodeError,
+                TypeError,
+            ) as exc:  # TypeError: stored as non-bytes
                 raise damaged(exc, position, row_stream, location) from exc
             entry = decoders.get(e.type)
             if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
                 try:
                     value = entry[1](data)
-                except (msgspec.MsgspecError, TypeError):
+                except (msgspec.MsgspecError, UnicodeDecodeError, TypeError):
                     pass  # to_event below raises the CorruptionError that says where
                 else:
                     append(

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from eventlog.events import RecordedEvent
 
 
+DECODE_ERRORS: tuple[type[Exception], ...] = (msgspec.MsgspecError, UnicodeDecodeError)
+"""What decoding stored bytes raises when they are damaged (msgspec lets invalid UTF-8 in a
+string through as UnicodeDecodeError)."""
+
+
 class Durability(enum.StrEnum):
     """How hard a commit is pushed to disk before append returns."""
 

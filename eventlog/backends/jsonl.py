@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 import msgspec
 
 from eventlog.backends.base import (
+    DECODE_ERRORS,
     Backend,
     Conflict,
     Durability,
@@ -991,7 +992,7 @@ class JSONLBackend(Backend):
                 b = st.batches[i]
             try:
                 line = decode(view[off:nl])
-            except msgspec.MsgspecError:
+            except DECODE_ERRORS:
                 line = None
             if (
                 line is not None

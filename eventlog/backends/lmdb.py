@@ -41,6 +41,7 @@ import lmdb
 import msgspec
 
 from eventlog.backends.base import (
+    DECODE_ERRORS,
     Backend,
     Conflict,
     Durability,
@@ -530,7 +531,7 @@ class LMDBBackend(Backend):
         info = txn.get(bytes(key[:-8]), db=self._streams)
         try:
             stream = _decode_stream(info)[0] if info is not None else None
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             stream = None
         return CorruptionError(
             message, stream=stream, seq=_U64.unpack(key[-8:])[0], location=self.location
@@ -540,7 +541,7 @@ class LMDBBackend(Backend):
         """Decode a stored record; CorruptionError if damaged or not of the expected stream."""
         try:
             rec = unpack_row(value)
-        except msgspec.MsgspecError as exc:
+        except DECODE_ERRORS as exc:
             raise self._damaged(txn, key, f"stored record does not decode: {exc}") from exc
         if stream is not None and rec.stream != stream:
             raise self._damaged(txn, key, f"stored record names stream {rec.stream!r}")
@@ -674,7 +675,7 @@ class LMDBBackend(Backend):
                 out.append(rec)
                 if limit is not None and len(out) >= limit:
                     break
-        except msgspec.MsgspecError:
+        except DECODE_ERRORS:
             self._row(txn, key, cur.value(), stream)  # raises, saying where
             raise
         return out
@@ -736,7 +737,7 @@ class LMDBBackend(Backend):
             for value in values:  # the cursor stays on the yielded record: cur.key() is its key
                 try:
                     r = decode(value)
-                except msgspec.MsgspecError:
+                except DECODE_ERRORS:
                     r = None
                 if r is not None and r.stream == stream:
                     if r.seq > end if not backwards else r.seq < first:
@@ -783,7 +784,7 @@ class LMDBBackend(Backend):
                     raise self._damaged(txn, ekey, "position index points to a missing record")
                 try:
                     r = decode(value)
-                except msgspec.MsgspecError:
+                except DECODE_ERRORS:
                     event = None
                 else:
                     event = _exact_event(r, current, r.stream)

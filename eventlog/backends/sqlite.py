@@ -361,11 +361,15 @@ class SQLiteBackend(Backend):
         """Records of packed rows; a damaged envelope is a CorruptionError saying where."""
         try:
             return list(starmap(unpack_record, rows))
-        except (msgspec.MsgspecError, TypeError):  # TypeError: an envelope stored as non-bytes
+        except (
+            msgspec.MsgspecError,
+            UnicodeDecodeError,
+            TypeError,
+        ):  # TypeError: an envelope stored as non-bytes
             for position, stream, env, _ in rows:
                 try:
                     decode_envelope(env)
-                except (msgspec.MsgspecError, TypeError) as exc:
+                except (msgspec.MsgspecError, UnicodeDecodeError, TypeError) as exc:
                     raise damaged(exc, position, stream, self.location) from exc
             raise
 
