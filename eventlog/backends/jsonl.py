@@ -21,6 +21,7 @@ import bisect
 import errno
 import fcntl
 import functools
+import heapq
 import logging
 import os
 import threading
@@ -409,6 +410,8 @@ def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
         nl = data.find(b"\n", off)
         raw = data[off:] if nl < 0 else data[off:nl]
         if not raw.strip(b"\x00"):
+            if data[off:].strip(b"\x00\n"):  # lines follow: not a tail a crash left
+                raise _damaged(st, seq, "is zero-filled, and lines follow it")
             reason = "zero-filled tail"  # the size reached disk, the data did not (power loss)
             break
         if nl < 0:
@@ -479,7 +482,7 @@ class JSONLBackend(Backend):
         self._reset()
         try:
             with self._write_lock():
-                self._recover()
+                self._recover(index_lost=self._index_created)
         except BaseException:
             self.close()
             raise
@@ -498,6 +501,7 @@ class JSONLBackend(Backend):
         self._seen = 0
         if self._index_fd >= 0:
             os.close(self._index_fd)
+        self._index_created = not self._index_path.exists()
         self._index_fd = os.open(
             self._index_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
         )
@@ -547,6 +551,15 @@ class JSONLBackend(Backend):
             self._ids[event_id] = b.pos + i
         self._head = b.pos + b.n - 1
 
+    def _follows(self, b: Batch) -> bool:
+        """Whether an index line's append starts where its stream's indexed part ends.
+
+        A line that does not (a lost or edited index line) would make reads skip or misplace
+        events: the index is stale.
+        """
+        st = self._stream_by_stem(b.stem)
+        return b.offset == st.end and b.seq == st.last_seq + 1
+
     def _apply_fork(self, stem: str) -> None:
         old = self._streams.pop(stem, None)
         if old is not None:
@@ -587,7 +600,7 @@ class JSONLBackend(Backend):
             try:
                 if isinstance(entry, str):
                     self._apply_fork(entry)
-                elif entry.pos <= self._head:
+                elif entry.pos <= self._head or not self._follows(entry):
                     return False
                 else:
                     self._apply(entry)
@@ -633,45 +646,62 @@ class JSONLBackend(Backend):
 
     # -- recovery ----------------------------------------------------------------------------
 
-    def _recover(self) -> None:
-        """On open, under the write lock: load the index, check every file, repair or rebuild."""
+    def _recover(self, *, index_lost: bool = False) -> None:
+        """On open, under the write lock: load the index, check every file, repair or rebuild.
+
+        Appends past a file's indexed end are what a crashed writer left: one per file, the
+        last, at the positions after the index's head. Anything more (the index was deleted,
+        or lost lines) is not a crash's leftover but committed data: the index is rebuilt from
+        the files, and nothing of them is cut but a torn last line.
+        """
         size = os.fstat(self._index_fd).st_size
+        on_disk = {p.stem for p in self._streams_dir.glob("*.jsonl") if is_stem(p.stem)}
+        if index_lost and on_disk:
+            self._rebuild("index.log is missing")
+            return
         if not self._load_index(size):
-            self._rebuild("index has a malformed line")
+            self._rebuild("index has a malformed or inconsistent line")
             return
         if self._seen != size:
             line = len(os.pread(self._index_fd, self._seen, 0).splitlines()) + 1
             self._cut(self._index_path, self._index_fd, line, self._seen, "torn index line")
-        on_disk = {p.stem for p in self._streams_dir.glob("*.jsonl") if is_stem(p.stem)}
         if set(self._streams) - on_disk:
             self._rebuild("index names stream files that do not exist")
             return
-        found: list[Batch] = []
         for stem in sorted(on_disk):
             st = self._stream_by_stem(stem)
             size = os.fstat(self._fd(st)).st_size
             try:
                 if size < st.end or not self._ends_with_newline(st):
                     raise _corrupt(st.path, 0, "is shorter than indexed or was edited")
-                found.extend(self._tail(st))
+                tail = self._tail(st, cut=False)
             except CorruptionError as exc:
                 # An edit that moved lines: the files are the truth, index them again.
                 self._rebuild(f"{st.path} does not match the index ({exc})")
                 return
+            if len(tail) > 1:
+                self._rebuild(f"{st.path} holds {len(tail)} appends the index does not list")
+                return
+        found: list[Batch] = []
+        for stem in sorted(on_disk):
+            found.extend(self._tail(self._streams[stem]))  # cuts (and reports) a torn rest
         self._roll_forward(found)
 
     def _ends_with_newline(self, st: _Stream) -> bool:
         return os.pread(self._fd(st), 1, st.end - 1) == b"\n"
 
-    def _tail(self, st: _Stream) -> list[Batch]:
-        """Complete appends past the indexed end of a file; cut (and report) a torn remainder."""
+    def _tail(self, st: _Stream, *, cut: bool = True) -> list[Batch]:
+        """Complete appends past the indexed end of a file; cut (and report) a torn remainder.
+
+        With `cut` false, the remainder is only looked at.
+        """
         fd = self._fd(st)
         size = os.fstat(fd).st_size
         if size == st.end:
             return []
         data = os.pread(fd, size - st.end, st.end)
         scan = _scan_region(st, data, st.end, st.last_seq + 1)
-        if scan.reason:
+        if scan.reason and cut:
             self._cut(st.path, fd, st.line_no(scan.good_seq), scan.good_end, scan.reason)
         return scan.batches
 
@@ -713,7 +743,7 @@ class JSONLBackend(Backend):
         """Rewrite the index from the stream files (they are the truth)."""
         log.warning("%s: rebuilding index.log: %s", self.root, why)
         self._reset()
-        found: list[Batch] = []
+        per_file: list[list[Batch]] = []
         forks: list[str] = []
         for path in sorted(self._streams_dir.glob("*.jsonl")):
             if not is_stem(path.stem):
@@ -721,12 +751,14 @@ class JSONLBackend(Backend):
             st = self._stream_by_stem(path.stem)
             if st.fork is not None:
                 forks.append(st.stem)
-            found.extend(self._tail(st))
+            per_file.append(self._tail(st))
         lines = [f"F {stem}\n".encode() for stem in forks]
-        found.sort(key=lambda b: (b.pos, b.stem))
+        # Merge the files by the positions their lines carry, each file in its own order (a
+        # line with a wrong position, pasted from elsewhere, say, cannot reorder its stream).
+        merged = heapq.merge(*per_file, key=lambda b: b.pos)
         head = 0
         fixed = []
-        for b in found:
+        for b in merged:
             fixed.append(b._replace(pos=max(b.pos, head + 1)))
             head = fixed[-1].pos + b.n - 1
         lines.extend(_index_line(b) for b in fixed)

@@ -487,6 +487,84 @@ def test_index_is_rebuilt_from_the_logs(root: Path, damage: str) -> None:
         assert store.verify().ok
 
 
+def _interleaved(root: Path) -> list[tuple[str, int, int]]:
+    """Streams a and b, 10 single-event appends each, alternating; their (stream, seq, pos)."""
+    with _open(root) as store:
+        for i in range(10):
+            store.append("a", _events(1, f"a{i}-"))
+            store.append("b", _events(1, f"b{i}-"))
+        return [(e.stream, e.seq, e.position) for e in store.read_all()]
+
+
+def test_a_lost_index_never_costs_other_streams_their_events(root: Path) -> None:
+    """Without index.log, the files are rebuilt into one: none is cut for a position gap."""
+    before = _interleaved(root)
+    paths = {s: JSONLBackend(root).stream_path(s) for s in ("a", "b")}
+    b_bytes = paths["b"].read_bytes()
+    (root / "index.log").unlink()
+    paths["a"].unlink()  # lost with it
+    with _open(root) as store:
+        assert [(s, q, p) for s, q, p in before if s == "b"] == [
+            (e.stream, e.seq, e.position) for e in store.read_all()
+        ]
+        assert store.verify().ok and not _backend(store).repairs
+    assert paths["b"].read_bytes() == b_bytes
+
+
+@pytest.mark.parametrize("damage", ["drop a line", "drop the first line", "edit an offset"])
+def test_an_index_line_lost_or_edited_is_caught_and_rebuilt(root: Path, damage: str) -> None:
+    before = _interleaved(root)
+    index = root / "index.log"
+    lines = index.read_bytes().splitlines(keepends=True)
+    if damage == "drop a line":
+        del lines[7]
+    elif damage == "drop the first line":
+        del lines[0]
+    else:  # the offset field of a line of b
+        fields = lines[5].split(b" ")
+        fields[4] = str(int(fields[4]) + 1).encode()
+        lines[5] = b" ".join(fields)
+    index.write_bytes(b"".join(lines))
+    with _open(root) as store:
+        assert [(e.stream, e.seq, e.position) for e in store.read_all()] == before
+        assert [e.seq for e in store.read("a")] == list(range(1, 11))
+        assert store.verify().ok
+
+
+def test_a_zeroed_middle_line_is_damage_not_a_tail(root: Path) -> None:
+    """A zero-filled line with lines after it is reported where it is, and nothing is cut."""
+    with _open(root) as store:
+        store.append("s", _events(5))
+        path = _backend(store).stream_path("s")
+    (root / "index.log").unlink()
+    start, end = _line_span(path, 4)  # seq 3
+    data = path.read_bytes()
+    path.write_bytes(data[:start] + b"\x00" * (end - start) + data[end:])
+    damaged = path.read_bytes()
+    with pytest.raises(el.CorruptionError, match="line 4.*zero-filled"):
+        _open(root)
+    assert path.read_bytes() == damaged
+
+
+def test_a_line_pasted_from_another_stream_cannot_reorder_a_rebuild(root: Path) -> None:
+    with _open(root) as store:
+        for i in range(6):
+            store.append("other", _events(1, f"o{i}-"))
+        for i in range(6):
+            store.append("chat", _events(1, f"c{i}-"))
+        chat, other = (_backend(store).stream_path(s) for s in ("chat", "other"))
+    c, o = chat.read_bytes().split(b"\n"), other.read_bytes().split(b"\n")
+    c[4] = o[4]  # seq 4 of chat replaced by seq 4 of other (valid JSON, another position)
+    chat.write_bytes(b"\n".join(c))
+    (root / "index.log").unlink()
+    with _open(root) as store:
+        assert [e.seq for e in store.read("chat")] == list(range(1, 7))
+        positions = [e.position for e in store.read_all()]
+        assert positions == sorted(set(positions))
+        (problem,) = store.verify().problems
+        assert (problem.stream, problem.seq) == ("chat", 4)
+
+
 def test_zero_filled_tail_is_cut(root: Path) -> None:
     with _open(root) as store:
         store.append("s", _events(2))
