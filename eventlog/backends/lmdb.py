@@ -298,6 +298,7 @@ class _Shared:
         """Appends of every backend object on this environment, committed in groups."""
         self.env = _open_env(path, map_size, max_readers)
         try:
+            _check_size(self.env, path)
             # Readers of processes killed mid-transaction hold pages until their slot is freed.
             self.env.reader_check()
             stored = self._open_dbs(path)
@@ -325,6 +326,10 @@ class _Shared:
                     self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
                     meta = self.dbs[-1]
                     stored: bytes | None = txn.get(b"layout", db=meta)
+                    if stored is not None and not stored.isdigit():
+                        raise CorruptionError(
+                            f"the layout version {stored!r} is damaged", location=path
+                        )
                     if stored is None or int(stored) < LAYOUT_VERSION:
                         if stored is not None:
                             log.info(
@@ -339,6 +344,21 @@ class _Shared:
                 _resize(self.env, None)
             except lmdb.MapFullError:
                 _resize(self.env, self.env.info()["map_size"])
+
+
+def _check_size(env: lmdb.Environment, path: str) -> None:
+    """Raise CorruptionError if data.mdb ends before its last page (a truncated copy, say).
+
+    LMDB maps the file and would touch the missing pages: the process dies of SIGBUS.
+    """
+    data = os.path.join(path, "data.mdb")
+    need = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    size = os.path.getsize(data)
+    if size < need:
+        raise CorruptionError(
+            f"{data} is {size} bytes but its pages reach {need}: the file was truncated",
+            location=path,
+        )
 
 
 def _resize(env: lmdb.Environment, seen: int | None) -> None:
