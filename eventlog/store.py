@@ -462,6 +462,8 @@ class Store:
             while remaining is None or remaining > 0:
                 n = PAGE if remaining is None else min(PAGE, remaining)
                 page = read_page(origin, cursor_lo, cursor_hi, backwards, n)
+                if page:
+                    self._check_page(origin, page, cursor_lo, backwards)
                 yield page
                 yielded = yielded or bool(page)
                 if remaining is not None:
@@ -474,6 +476,26 @@ class Store:
                     cursor_lo = page[-1].seq + 1
         if not yielded and not self.exists(stream):
             raise StreamNotFoundError(stream)
+
+    def _check_page(
+        self, stream: str, page: list[RecordedEvent], first: int, backwards: bool
+    ) -> None:
+        """Raise CorruptionError unless a page holds consecutive seqs (from `first` forwards).
+
+        Backends select by seq columns or keys that no hash covers: damage there (a row lost,
+        a key's seq changed) would otherwise skip, repeat or misplace events without a word.
+        """
+        head, tail = page[0].seq, page[-1].seq
+        step = -1 if backwards else 1
+        if (not backwards and head != first) or tail - head != step * (len(page) - 1):
+            expected = first if not backwards and head != first else head
+            raise CorruptionError(
+                f"a read of seqs from {expected} found seqs {head}..{tail} in {len(page)} "
+                "events: the stored seqs are damaged",
+                stream=stream,
+                seq=expected,
+                location=self.location,
+            )
 
     def _read_page(
         self, stream: str, first: int, last: int | None, backwards: bool, n: int
@@ -494,7 +516,15 @@ class Store:
         """The event at one seq of a stream."""
         _check_int(seq, "seq", 1)
         for event in self.read(stream, seq, seq):
-            return event
+            return event  # its seq was checked with its page
+        last = self._tail(stream, fresh=True)[0]
+        if seq <= last:
+            raise CorruptionError(
+                f"seq {seq} is missing, below the stream's last seq {last}",
+                stream=stream,
+                seq=seq,
+                location=self.location,
+            )
         raise ValidationError(f"stream {stream!r} has no seq {seq}", field="seq")
 
     def read_all(self, after: int = 0, limit: int | None = None) -> Iterator[RecordedEvent]:
@@ -641,15 +671,68 @@ class Store:
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
-        names = [stream] if stream is not None else [s.stream for s in self.streams()]
+        infos = [self.stream_info(stream)] if stream is not None else self.streams()
         problems: list[Problem] = []
         total = 0
-        for name in names:
-            count, problem = self._verify_stream(name, total, progress, upto)
+        for info in infos:
+            count, problem = self._verify_stream(info.stream, total, progress, upto)
             total += count
+            if problem is None and upto is None:
+                problem = self._check_listing(info)
             if problem is not None:
                 problems.append(problem)
-        return VerifyReport(len(names), total, problems)
+        if stream is None and upto is None and not problems:  # else it finds the same damage
+            problem = self._check_positions({i.stream for i in infos}, total)
+            if problem is not None:
+                problems.append(problem)
+        return VerifyReport(len(infos), total, problems)
+
+    def _check_positions(self, listed: set[str], total: int) -> Problem | None:
+        """A problem if reading by position does not give every verified event once, in order.
+
+        Positions live in an index or column no hash covers: a lost or redirected entry would
+        make subscribers skip or repeat events.
+        """
+        seen, last, ids = 0, 0, set()
+        try:
+            for e in self.read_all():
+                why = ""
+                if e.position <= last:
+                    why = f"position {e.position} comes after position {last}"
+                elif e.id in ids:
+                    why = "is read twice by position"
+                elif e.stream not in listed:
+                    why = "is read by position but its stream is not listed"
+                if why:
+                    return Problem(e.stream, e.seq, e.id, why)
+                ids.add(e.id)
+                last = e.position
+                seen += 1
+        except CorruptionError as exc:
+            return Problem(exc.stream or "", exc.seq or 0, None, str(exc))
+        if seen != total:
+            return Problem(
+                "", 0, None, f"reading by position gives {seen} events, the streams hold {total}"
+            )
+        return None
+
+    def _check_listing(self, info: StreamInfo) -> Problem | None:
+        """A problem if the stream's listed length is not where its verified events end.
+
+        The listing comes from what backends keep beside the events (an index, a column, a
+        table), which no hash covers.
+        """
+        last = self._backend.last(info.stream)
+        fork = self._backend.get_fork(info.stream)
+        end = last.seq if last is not None else (fork.at_seq if fork is not None else 0)
+        if info.last_seq == end:
+            return None
+        return Problem(
+            info.stream,
+            min(info.last_seq, end) + 1,
+            None,
+            f"the stream is listed with {info.last_seq} events but its events end at seq {end}",
+        )
 
     def _verify_stream(
         self,

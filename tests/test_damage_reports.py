@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import lmdb
+import msgspec
 import pytest
 
 import eventlog as el
@@ -75,3 +76,104 @@ def test_invalid_utf8_in_a_payload_is_a_located_corruption(backend: str, tmp_pat
     )
     assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
     assert "seq 1" in cli.stdout + cli.stderr
+
+
+def _lmdb_edit(tmp_path: Path, damage: str) -> None:
+    env = lmdb.open(str(tmp_path / "s"), max_dbs=8)
+    positions, streams = env.open_db(b"positions"), env.open_db(b"streams")
+    with env.begin(write=True) as txn:
+        p3 = (3).to_bytes(8, "big")
+        if damage == "position lost":
+            txn.delete(p3, db=positions)
+        elif damage == "position redirected":
+            txn.put(p3, txn.get((2).to_bytes(8, "big"), db=positions), db=positions)
+        elif damage == "stream unlisted":
+            txn.delete(b"chat\x00\x01", db=streams)
+        else:  # "listed too long"
+            key = b"chat\x00\x01"
+            name, _, ts = msgspec.msgpack.decode(txn.get(key, db=streams))
+            txn.put(key, msgspec.msgpack.encode((name, 7, ts)), db=streams)
+    env.close()
+
+
+def _sqlite_edit(tmp_path: Path, damage: str) -> None:
+    conn = sqlite3.connect(tmp_path / "s.db")
+    if damage == "row lost":
+        conn.execute("DELETE FROM events WHERE stream = 'chat' AND seq = 3")
+    else:  # "seq column edited": the last row claims seq 7
+        conn.execute("UPDATE events SET seq = 7 WHERE stream = 'chat' AND seq = 5")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("backend", "damage"),
+    [
+        ("lmdb", "position lost"),
+        ("lmdb", "position redirected"),
+        ("lmdb", "stream unlisted"),
+        ("lmdb", "listed too long"),
+        ("sqlite", "row lost"),
+        ("sqlite", "seq column edited"),
+    ],
+)
+def test_damage_beside_the_events_is_reported_by_verify(
+    backend: str, damage: str, tmp_path: Path
+) -> None:
+    """Indexes, keys and columns no hash covers: verify checks them against the events."""
+    url = _url(backend, tmp_path)
+    with el.open(url) as store:
+        for i in range(1, 6):
+            store.append("chat", [el.ModelInput.from_text(f"turn {i}")])
+        store.append("notes", [el.ModelInput.from_text("note")])
+        assert store.verify().ok
+    if backend == "lmdb":
+        _lmdb_edit(tmp_path, damage)
+    else:
+        _sqlite_edit(tmp_path, damage)
+    with el.open(url) as store:
+        assert not store.verify().ok
+        # Reads select by the seq column: they refuse to skip or misplace events.
+        if damage == "row lost":
+            with pytest.raises(el.CorruptionError, match="seqs"):
+                list(store.read("chat"))
+            with pytest.raises(el.CorruptionError, match="missing"):
+                store.get("chat", 3)
+        elif damage == "seq column edited":  # the envelopes still say 1..5
+            assert [e.seq for e in store.read("chat")] == [1, 2, 3, 4, 5]
+            with pytest.raises(el.CorruptionError, match="seqs"):
+                store.get("chat", 7)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "layout"])
+def test_a_damaged_lmdb_environment_fails_to_open_with_a_corruption_error(
+    damage: str, tmp_path: Path
+) -> None:
+    """In a child process: a truncated data.mdb used to kill it with SIGBUS."""
+    url = _url("lmdb", tmp_path)
+    with el.open(url) as store:
+        store.append("chat", [el.ModelInput.from_text("x" * 3000) for _ in range(200)])
+    data = tmp_path / "s" / "data.mdb"
+    if damage == "truncated":
+        size = data.stat().st_size
+        with data.open("r+b") as f:
+            f.truncate(size // 2)
+    else:
+        env = lmdb.open(str(tmp_path / "s"), max_dbs=8)
+        meta = env.open_db(b"meta")
+        with env.begin(write=True) as txn:
+            txn.put(b"layout", b"2x", db=meta)
+        env.close()
+    code = (
+        "import eventlog as el\n"
+        "try:\n"
+        f"    el.open({url!r})\n"
+        "except el.CorruptionError as exc:\n"
+        "    print('CorruptionError', exc)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.startswith("CorruptionError")
+    assert ("truncated" if damage == "truncated" else "layout") in child.stdout
