@@ -671,7 +671,12 @@ class Store:
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
-        infos = [self.stream_info(stream)] if stream is not None else self.streams()
+        try:
+            infos = [self.stream_info(stream)] if stream is not None else self.streams()
+        except CorruptionError as exc:  # the listing itself is damaged: nothing to walk
+            return VerifyReport(
+                0, 0, [Problem(exc.stream or stream or "", exc.seq or 0, None, str(exc))]
+            )
         problems: list[Problem] = []
         total = 0
         for info in infos:

@@ -100,6 +100,8 @@ def _sqlite_edit(tmp_path: Path, damage: str) -> None:
     conn = sqlite3.connect(tmp_path / "s.db")
     if damage == "row lost":
         conn.execute("DELETE FROM events WHERE stream = 'chat' AND seq = 3")
+    elif damage == "stream stored as a blob":
+        conn.execute("UPDATE events SET stream = CAST(stream AS BLOB) WHERE seq = 4")
     else:  # "seq column edited": the last row claims seq 7
         conn.execute("UPDATE events SET seq = 7 WHERE stream = 'chat' AND seq = 5")
     conn.commit()
@@ -115,6 +117,7 @@ def _sqlite_edit(tmp_path: Path, damage: str) -> None:
         ("lmdb", "listed too long"),
         ("sqlite", "row lost"),
         ("sqlite", "seq column edited"),
+        ("sqlite", "stream stored as a blob"),
     ],
 )
 def test_damage_beside_the_events_is_reported_by_verify(
@@ -139,6 +142,9 @@ def test_damage_beside_the_events_is_reported_by_verify(
                 list(store.read("chat"))
             with pytest.raises(el.CorruptionError, match="missing"):
                 store.get("chat", 3)
+        elif damage == "stream stored as a blob":
+            with pytest.raises(el.CorruptionError, match="table events"):
+                store.streams()
         elif damage == "seq column edited":  # the envelopes still say 1..5
             assert [e.seq for e in store.read("chat")] == [1, 2, 3, 4, 5]
             with pytest.raises(el.CorruptionError, match="seqs"):

@@ -56,6 +56,8 @@ _SELECT_OWN = "SELECT position, env, data FROM events"
 """A stream row (`StreamRow`): a packed row of a stream the reader names."""
 _INSERT = "INSERT INTO events (id, stream, seq, ts, type, env, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _FORKED = "SELECT 1 FROM forks WHERE stream = ?"
+_FORK_TYPES = (str, str, int, int)
+"""Types of a forks row: stream, parent, at_seq, ts."""
 _INSERT_TEXT = f"INSERT INTO {TEXT_TABLE} (position, text) VALUES (?, ?)"
 _STREAM_NAMES = """
 WITH RECURSIVE names(stream) AS (
@@ -390,7 +392,8 @@ class SQLiteBackend(Backend):
 
     def list_streams(self) -> list[StreamInfo]:
         """Streams with own records (found by skipping through the index) or fork entries."""
-        own = {name: (seq, ts) for name, seq, ts in self._query(_STREAM_NAMES)}
+        rows = self._checked(self._query(_STREAM_NAMES), (str, int, int), "events")
+        own = {name: (seq, ts) for name, seq, ts in rows}
         forks = {f.stream: f for f in self.list_forks()}
         out = []
         for name in sorted(own.keys() | forks.keys()):
@@ -418,7 +421,7 @@ class SQLiteBackend(Backend):
         rows = self._query(
             "SELECT stream, parent, at_seq, ts FROM forks WHERE stream = ?", (stream,)
         )
-        return ForkInfo(*rows[0]) if rows else None
+        return ForkInfo(*self._checked(rows, _FORK_TYPES, "forks")[0]) if rows else None
 
     def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
         """Fork entries sorted by stream name."""
@@ -429,7 +432,21 @@ class SQLiteBackend(Backend):
                 "SELECT stream, parent, at_seq, ts FROM forks WHERE parent = ? ORDER BY stream",
                 (parent,),
             )
-        return list(starmap(ForkInfo, rows))
+        return list(starmap(ForkInfo, self._checked(rows, _FORK_TYPES, "forks")))
+
+    def _checked(self, rows: list[Any], types: tuple[type, ...], table: str) -> list[Any]:
+        """`rows`, if each value has its column's type; else CorruptionError naming the table.
+
+        SQLite stores what it is given in any column: an edited file can hold a name as a
+        BLOB or a seq as TEXT, which no hash covers.
+        """
+        for row in rows:
+            if any(type(v) is not t for v, t in zip(row, types, strict=True)):
+                raise CorruptionError(
+                    f"table {table} holds a row of the wrong types: {row!r}",
+                    location=self.location,
+                )
+        return rows
 
     # -- blobs and snapshots ---------------------------------------------------------------
 
