@@ -17,6 +17,7 @@ holding records of all three kinds (settings changed between runs) reads back co
 from __future__ import annotations
 
 import importlib
+import logging
 import random
 import struct
 import threading
@@ -41,6 +42,8 @@ DEFAULT_LEVEL = 3
 DEFAULT_DICT_SIZE = 16 * 1024
 MAX_PLAIN_BYTES = 256 * 1024 * 1024
 """A frame claiming a larger payload is treated as damaged (no huge allocation)."""
+log = logging.getLogger("eventlog.compression")
+
 ACTIVE_DICT_BLOB = "zstd-dict/active"
 """Blob naming (in ASCII digits) the dictionary new appends use."""
 
@@ -104,7 +107,33 @@ class Compression:
                 )
             active = blobs(ACTIVE_DICT_BLOB) if blobs is not None else None
             if active:
-                self.use_dictionary(int(active))
+                self._activate_stored(active)
+
+    def _activate_stored(self, active: bytes) -> None:
+        """Use the dictionary the store names as active; without it, compress without one.
+
+        A damaged name or a missing dictionary blob must not keep the store from opening: the
+        records compressed with that dictionary raise CorruptionError when read (and `verify`
+        reports them); new payloads are compressed without a dictionary. Both are logged.
+        """
+        try:
+            dict_id = int(active)
+        except ValueError:
+            log.warning(
+                "blob %s is damaged (%r): compressing without a dictionary",
+                ACTIVE_DICT_BLOB,
+                active,
+            )
+            return
+        if self._dictionary(dict_id) is None:
+            log.warning(
+                "zstd dictionary %d, the active one, is not stored (blob %s): compressing "
+                "without a dictionary; records compressed with it cannot be read",
+                dict_id,
+                dict_blob_key(dict_id),
+            )
+            return
+        self.dict_id = dict_id
 
     # -- packing ---------------------------------------------------------------------------
 

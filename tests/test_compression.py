@@ -232,12 +232,29 @@ def test_missing_dictionary_is_corruption_naming_stream_and_seq(tmp_path: Path) 
     with backend.env.begin(write=True) as txn:
         txn.delete(dict_blob_key(dict_id).encode(), db=backend.env.open_db(b"blobs", txn=txn))
     backend.close()
-    with el.open(f"lmdb://{path}") as store:
-        with pytest.raises(el.CorruptionError, match=f"dictionary {dict_id} is missing") as err:
-            list(store.read("t"))
-        assert (err.value.stream, err.value.seq) == ("t", 1)
-        assert [(p.stream, p.seq) for p in store.verify().problems] == [("t", 1)]
-        assert store.verify("s").ok
+    for options in ({}, {"compression": "zstd"}):  # the store opens with compression on too
+        with el.open(f"lmdb://{path}", **options) as store:
+            with pytest.raises(el.CorruptionError, match=f"dictionary {dict_id} is missing") as err:
+                list(store.read("t"))
+            assert (err.value.stream, err.value.seq) == ("t", 1)
+            assert [(p.stream, p.seq) for p in store.verify().problems] == [("t", 1)]
+            assert store.verify("s").ok
+    with el.open(f"lmdb://{path}", compression="zstd") as store:  # new payloads: no dictionary
+        store.append("u", [el.ModelInput.from_text("hello there, the model reads the file")])
+        assert codecs(store, "u") != [ZSTD_DICT]
+        assert [e.seq for e in store.read("u")] == [1]
+
+
+def test_a_damaged_active_dictionary_name_does_not_keep_the_store_closed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with el.open("memory://", compression="zstd") as store:
+        store.append("s", conversation(600))
+        train_dictionary(store)
+        store.backend.put_blob(ACTIVE_DICT_BLOB, b"2x")
+        compression = Compression("zstd", blobs=store.backend.get_blob)
+        assert compression.dict_id is None
+        assert "damaged" in caplog.text
 
 
 @pytest.mark.parametrize(
