@@ -136,6 +136,8 @@ class Store:
         _open_stores.add(self)
         self._tails: dict[str, tuple[int, bytes]] = {}
         self._valid_names: set[str] = set()
+        self._existing: set[str] = set()
+        """Streams seen to exist (a read past a stream's end need not ask the backend again)."""
         """Stream names `append` has checked (a regex search less per append)."""
         self._lineage: dict[str, list[Segment]] = {}
         self._stream_locks = StreamLocks()
@@ -474,7 +476,7 @@ class Store:
                     cursor_hi = page[-1].seq - 1
                 else:
                     cursor_lo = page[-1].seq + 1
-        if not yielded and not self.exists(stream):
+        if not yielded and stream not in self._existing and not self.exists(stream):
             raise StreamNotFoundError(stream)
 
     def _check_page(
@@ -576,7 +578,12 @@ class Store:
         """Whether the stream has events or is a fork."""
         self._check_open()
         validate_stream_name(stream)
-        return self._backend.last(stream) is not None or self._backend.get_fork(stream) is not None
+        if stream in self._existing:
+            return True
+        found = self._backend.last(stream) is not None or self._backend.get_fork(stream) is not None
+        if found and len(self._existing) < _VALID_NAMES_KEPT:
+            self._existing.add(stream)  # streams are never deleted: it stays true
+        return found
 
     def fork(self, source: str, new: str, at_seq: int | None = None) -> StreamInfo:
         """Create `new` as a stream whose first `at_seq` events are `source`'s (no copy)."""
@@ -667,10 +674,17 @@ class Store:
         `progress`, if given, is called with the number of events checked so far after each
         page (for a progress bar over a large store). `upto` checks only the events at
         positions up to it: the store as it was when its head position was `upto`.
+
+        Without `upto`, what backends keep beside the events (stream lengths, positions) is
+        checked against them too, when no append lands during the verify (on a store being
+        written to, those checks would compare two moments).
         """
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
+        if upto is not None:
+            _check_int(upto, "upto", 0)
+        head = self.head_position()
         try:
             infos = [self.stream_info(stream)] if stream is not None else self.streams()
         except CorruptionError as exc:  # the listing itself is damaged: nothing to walk
@@ -682,37 +696,53 @@ class Store:
         for info in infos:
             count, problem = self._verify_stream(info.stream, total, progress, upto)
             total += count
-            if problem is None and upto is None:
-                problem = self._check_listing(info)
             if problem is not None:
                 problems.append(problem)
-        if stream is None and upto is None and not problems:  # else it finds the same damage
+        if upto is None:
+            clean = [i for i in infos if i.stream not in {p.stream for p in problems}]
+            problems += self._check_indexes(clean, stream is None and not problems, total, head)
+        return VerifyReport(len(infos), total, problems)
+
+    def _check_indexes(
+        self, infos: list[StreamInfo], positions: bool, total: int, head: int
+    ) -> list[Problem]:
+        """Problems of the stream listing (and, with `positions`, of reading by position).
+
+        None if the head position moved since `head`: an append landed while checking.
+        """
+        found: list[Problem] = []
+        for info in infos:
+            problem = self._check_listing(info)  # (a stream's own walk found nothing wrong)
+            if problem is not None:
+                found.append(problem)
+        if positions and not found:
             problem = self._check_positions({i.stream for i in infos}, total)
             if problem is not None:
-                problems.append(problem)
-        return VerifyReport(len(infos), total, problems)
+                found.append(problem)
+        return found if self.head_position() == head else []
 
     def _check_positions(self, listed: set[str], total: int) -> Problem | None:
         """A problem if reading by position does not give every verified event once, in order.
 
         Positions live in an index or column no hash covers: a lost or redirected entry would
-        make subscribers skip or repeat events.
+        make subscribers skip or repeat events. Records are read, not decoded events.
         """
-        seen, last, ids = 0, 0, set()
+        seen, last = 0, 0
         try:
-            for e in self.read_all():
-                why = ""
-                if e.position <= last:
-                    why = f"position {e.position} comes after position {last}"
-                elif e.id in ids:
-                    why = "is read twice by position"
-                elif e.stream not in listed:
-                    why = "is read by position but its stream is not listed"
-                if why:
-                    return Problem(e.stream, e.seq, e.id, why)
-                ids.add(e.id)
-                last = e.position
-                seen += 1
+            while True:
+                page = self._backend.read_all(last, PAGE)
+                for rec in page:
+                    why = ""
+                    if rec.position <= last:
+                        why = f"position {rec.position} comes after position {last}"
+                    elif rec.stream not in listed:
+                        why = "is read by position but its stream is not listed"
+                    if why:
+                        return Problem(rec.stream, rec.seq, rec.id, why)
+                    last = rec.position
+                    seen += 1
+                if len(page) < PAGE:
+                    break
         except CorruptionError as exc:
             return Problem(exc.stream or "", exc.seq or 0, None, str(exc))
         if seen != total:

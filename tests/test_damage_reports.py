@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import lmdb
@@ -183,3 +184,29 @@ def test_a_damaged_lmdb_environment_fails_to_open_with_a_corruption_error(
     assert child.returncode == 0, child.stderr
     assert child.stdout.startswith("CorruptionError")
     assert ("truncated" if damage == "truncated" else "layout") in child.stdout
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lmdb", "jsonl"])
+def test_verify_of_a_store_being_written_to_finds_nothing_wrong(
+    backend: str, tmp_path: Path
+) -> None:
+    url = _url(backend, tmp_path)
+    with el.open(url, durability="none") as store:
+        store.append("a", [el.ModelInput.from_text(f"m{i}") for i in range(3000)])
+        stop = threading.Event()
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                store.append("a" if i % 2 else "b", [el.ModelInput.from_text(f"w{i}")])
+                i += 1
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            reports = [store.verify() for _ in range(3)]
+        finally:
+            stop.set()
+            writer.join()
+        assert [r.problems for r in reports] == [[], [], []]
+        assert store.verify().ok
