@@ -410,8 +410,6 @@ def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
         nl = data.find(b"\n", off)
         raw = data[off:] if nl < 0 else data[off:nl]
         if not raw.strip(b"\x00"):
-            if data[off:].strip(b"\x00\n"):  # lines follow: not a tail a crash left
-                raise _damaged(st, seq, "is zero-filled, and lines follow it")
             reason = "zero-filled tail"  # the size reached disk, the data did not (power loss)
             break
         if nl < 0:
@@ -482,7 +480,7 @@ class JSONLBackend(Backend):
         self._reset()
         try:
             with self._write_lock():
-                self._recover(index_lost=self._index_created)
+                self._recover()
         except BaseException:
             self.close()
             raise
@@ -501,7 +499,6 @@ class JSONLBackend(Backend):
         self._seen = 0
         if self._index_fd >= 0:
             os.close(self._index_fd)
-        self._index_created = not self._index_path.exists()
         self._index_fd = os.open(
             self._index_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
         )
@@ -575,8 +572,14 @@ class JSONLBackend(Backend):
         try:
             info = os.stat(self._index_path)
         except FileNotFoundError:
-            info = None
-        if info is None or info.st_ino != self._index_ino or info.st_size < self._seen:
+            # Never go on from an empty index: the next append would take the files' lines
+            # for a crash's leftovers and cut them. Opening the store again rebuilds it.
+            raise CorruptionError(
+                "index.log was deleted while the store was open; open the store again to "
+                "rebuild it from the stream files",
+                location=str(self._index_path),
+            ) from None
+        if info.st_ino != self._index_ino or info.st_size < self._seen:
             self._reset()
             info = os.fstat(self._index_fd)
         if info.st_size > self._seen and not self._load_index(info.st_size):
@@ -646,19 +649,18 @@ class JSONLBackend(Backend):
 
     # -- recovery ----------------------------------------------------------------------------
 
-    def _recover(self, *, index_lost: bool = False) -> None:
+    def _recover(self) -> None:
         """On open, under the write lock: load the index, check every file, repair or rebuild.
 
-        Appends past a file's indexed end are what a crashed writer left: one per file, the
-        last, at the positions after the index's head. Anything more (the index was deleted,
-        or lost lines) is not a crash's leftover but committed data: the index is rebuilt from
-        the files, and nothing of them is cut but a torn last line.
+        Appends past a file's indexed end are what a crashed writer left: one per file, at the
+        positions after the index's head (or at positions taken since: those are cut, never
+        acknowledged). Anything else, such as several appends in one file or a gap in the
+        positions (a deleted index, or an index tail lost with the power, which index.log is
+        not synced against), is indexed again from the files by a rebuild, which cuts nothing
+        but torn tails.
         """
         size = os.fstat(self._index_fd).st_size
         on_disk = {p.stem for p in self._streams_dir.glob("*.jsonl") if is_stem(p.stem)}
-        if index_lost and on_disk:
-            self._rebuild("index.log is missing")
-            return
         if not self._load_index(size):
             self._rebuild("index has a malformed or inconsistent line")
             return
@@ -685,6 +687,12 @@ class JSONLBackend(Backend):
         found: list[Batch] = []
         for stem in sorted(on_disk):
             found.extend(self._tail(self._streams[stem]))  # cuts (and reports) a torn rest
+        head = self._head
+        for b in sorted(found, key=lambda b: b.pos):
+            if b.pos > head + 1:
+                self._rebuild(f"unindexed appends at positions from {b.pos}, after {head}")
+                return
+            head = max(head, b.pos + b.n - 1)
         self._roll_forward(found)
 
     def _ends_with_newline(self, st: _Stream) -> bool:

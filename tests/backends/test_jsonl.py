@@ -531,19 +531,15 @@ def test_an_index_line_lost_or_edited_is_caught_and_rebuilt(root: Path, damage: 
         assert store.verify().ok
 
 
-def test_a_zeroed_middle_line_is_damage_not_a_tail(root: Path) -> None:
-    """A zero-filled line with lines after it is reported where it is, and nothing is cut."""
+def test_an_index_deleted_while_open_stops_the_store_and_costs_nothing(root: Path) -> None:
+    before = _interleaved(root)
     with _open(root) as store:
-        store.append("s", _events(5))
-        path = _backend(store).stream_path("s")
-    (root / "index.log").unlink()
-    start, end = _line_span(path, 4)  # seq 3
-    data = path.read_bytes()
-    path.write_bytes(data[:start] + b"\x00" * (end - start) + data[end:])
-    damaged = path.read_bytes()
-    with pytest.raises(el.CorruptionError, match="line 4.*zero-filled"):
-        _open(root)
-    assert path.read_bytes() == damaged
+        (root / "index.log").unlink()
+        with pytest.raises(el.CorruptionError, match="deleted while the store was open"):
+            store.append("a", _events(1, "late"))
+    with _open(root) as store:
+        assert [(e.stream, e.seq, e.position) for e in store.read_all()] == before
+        assert store.verify().ok and not _backend(store).repairs
 
 
 def test_a_line_pasted_from_another_stream_cannot_reorder_a_rebuild(root: Path) -> None:
