@@ -374,3 +374,41 @@ def test_data_uris_go_as_inline_bytes_and_unread_image_formats_as_notes() -> Non
         notes = [b.get("text", "") for b in blocks[1:]]
         assert "image/bmp" in notes[0] and "not supported" in notes[0], provider
         assert "not supported" in notes[1], provider
+
+
+def test_inline_media_types_are_spelled_as_the_apis_want() -> None:
+    jpg = el.Attachment(media_type="image/jpg", uri="data:image/jpg;base64," + rw.PNG_B64)
+    upper = el.Attachment(media_type="image/*", uri="data:IMAGE/PNG;base64," + rw.PNG_B64)
+    untyped = el.Attachment(media_type="image/png", uri="data:;base64," + rw.PNG_B64)
+    text = el.Attachment(media_type="text/plain", uri="data:text/plain,hello%20world%21")
+    blocks = _attachment_blocks("anthropic", (jpg, upper, untyped, text))
+    assert [b["source"].get("media_type") for b in blocks[:3]] == [
+        "image/jpeg",
+        "image/png",
+        "image/png",
+    ]
+    assert blocks[3]["source"] == {
+        "type": "text",
+        "media_type": "text/plain",
+        "data": "hello world!",
+    }
+    chat = _attachment_blocks("openai-chat", (jpg,))
+    assert chat[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+
+
+def test_chat_keeps_only_the_instruction_in_force_of_a_run() -> None:
+    data: list[Any] = [
+        el.SystemInstructionSet(text="A"),
+        el.SystemInstructionSet(text="B"),
+        ModelInput.from_text("hi"),
+        el.SystemInstructionSet(text="C"),
+        el.SystemInstructionSet(text="B"),
+        ModelInput.from_text("yo"),
+    ]
+    body = render(rw.win(*data, system="B", tools=()), "openai-chat", model="m")
+    assert [(m["role"], m["content"]) for m in body["messages"]] == [
+        ("system", "B"),
+        ("user", "hi"),
+        ("system", "B"),
+        ("user", "yo"),
+    ]

@@ -6,6 +6,7 @@ import base64
 import binascii
 import mimetypes
 import re
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple, TypeVar
@@ -236,8 +237,9 @@ def parse_data_url(url: str, where: str) -> tuple[str, bytes] | None:
     if not sep:
         raise mapping_error(where, "data URL has no ',' before its payload")
     media_type, _, params = header.partition(";")
-    if "base64" not in params.split(";"):
-        return media_type or "text/plain", payload.encode()
+    media_type = media_type.strip().lower()
+    if "base64" not in (p.strip().lower() for p in params.split(";")):
+        return media_type or "text/plain", urllib.parse.unquote_to_bytes(payload)
     return media_type or "application/octet-stream", b64decode(payload, where)
 
 

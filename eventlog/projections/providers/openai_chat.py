@@ -110,8 +110,13 @@ class _Messages(Pairing):
         self.messages: list[Message] = []
         self.system_role = system_role
         self.system = system
-        self.has_system = False
+        self.instructions: list[int] = []
+        """Indexes of the instruction messages in `messages`."""
+
+    @property
+    def has_system(self) -> bool:
         """Whether an instruction message already carries the current instruction."""
+        return any(self.messages[i]["content"] == self.system for i in self.instructions)
 
     def user(self, blocks: Blocks) -> None:
         if len(blocks) == 1 and isinstance(blocks[0], str):
@@ -124,9 +129,13 @@ class _Messages(Pairing):
             self.messages.append({"role": "user", "content": content})
 
     def instruction(self, text: str) -> None:
-        self.messages.append({"role": self.system_role, "content": text})
-        if text == self.system:
-            self.has_system = True
+        """An instruction message; one right after another supersedes it (it never acted)."""
+        message = {"role": self.system_role, "content": text}
+        if self.instructions and self.instructions[-1] == len(self.messages) - 1:
+            self.messages[-1] = message
+        else:
+            self.instructions.append(len(self.messages))
+            self.messages.append(message)
 
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
         """One assistant message: text (or null), refusal, all tool calls; nothing when empty.

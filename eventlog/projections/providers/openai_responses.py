@@ -221,8 +221,8 @@ def _call_item(call: ToolCall, call_id: str, own: bool, custom: str | None) -> I
     A custom tool's call (`custom`: its text) is a `custom_tool_call` with that `input`.
     """
     item: Item = {"type": "function_call" if custom is None else "custom_tool_call"}
-    if own and call.item_id is not None:
-        item["id"] = call.item_id
+    if own and call.item_id is not None and call.custom == (custom is not None):
+        item["id"] = call.item_id  # (an fc_ id never goes on a custom call, nor the reverse)
     if custom is None:
         item.update(call_id=call_id, name=call.name, arguments=raw_arguments(call))
     else:

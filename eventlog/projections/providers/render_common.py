@@ -579,16 +579,24 @@ def is_fetchable(attachment: Attachment) -> bool:
 
 WEB_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 """Image formats OpenAI and Anthropic read from inline bytes."""
+_MEDIA_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
 
 
 def inline(attachment: Attachment) -> Attachment | None:
     """An attachment with a `data:` URI as inline bytes (None if the URL is malformed).
 
     Providers take inline bytes as base64 of their own, not as a URL to fetch: a `data:` URI
-    sent as a URL is refused (Anthropic, Gemini) or sniffed from the wrong media type.
+    sent as a URL is refused (Anthropic, Gemini) or sniffed from the wrong media type. Media
+    types of inline bytes are lowercased, and `image/jpg` is `image/jpeg`, as APIs spell it.
     """
     uri = attachment.uri
-    if uri is None or uri[:5].lower() != "data:":
+    if uri is None:
+        media_type = attachment.media_type.lower()
+        media_type = _MEDIA_ALIASES.get(media_type, media_type)
+        if media_type == attachment.media_type:
+            return attachment
+        return Attachment(media_type=media_type, data=attachment.data, name=attachment.name)
+    if uri[:5].lower() != "data:":
         return attachment
     try:
         parsed = parse_data_url("data:" + uri[5:], "attachment")
@@ -596,6 +604,9 @@ def inline(attachment: Attachment) -> Attachment | None:
         return None
     assert parsed is not None
     media_type, data = parsed
+    if not uri[5:].partition(",")[0].partition(";")[0].strip():  # the URL names no type
+        media_type = attachment.media_type.lower()
+    media_type = _MEDIA_ALIASES.get(media_type, media_type)
     return Attachment(media_type=media_type, data=data, name=attachment.name)
 
 
