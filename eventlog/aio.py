@@ -12,7 +12,7 @@ from typing import Any
 
 from eventlog.backends.base import Durability, ForkInfo, SearchHit, StreamInfo
 from eventlog.events import Event, EventData, RecordedEvent
-from eventlog.store import ANY, PAGE, ExpectedSeq, Store, VerifyReport
+from eventlog.store import ANY, MAX_SEQ, PAGE, ExpectedSeq, Store, VerifyReport
 
 
 class AsyncStore:
@@ -59,7 +59,7 @@ class AsyncStore:
         self.sync.read(stream, first, last)  # checks the arguments now, as `read` does
         cursor = first
         while last is None or cursor <= last:
-            stop = cursor + PAGE - 1 if last is None else min(cursor + PAGE - 1, last)
+            stop = min(cursor + PAGE - 1, MAX_SEQ if last is None else last)
             page = await self.read(stream, cursor, stop)
             for event in page:
                 yield event

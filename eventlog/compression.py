@@ -127,7 +127,7 @@ class Compression:
             return
         if self._dictionary(dict_id) is None:
             log.warning(
-                "zstd dictionary %d, the active one, is not stored (blob %s): compressing "
+                "zstd dictionary %d, the active one, is missing or damaged (blob %s): compressing "
                 "without a dictionary; records compressed with it cannot be read",
                 dict_id,
                 dict_blob_key(dict_id),
@@ -217,7 +217,8 @@ class Compression:
                     raise _corrupt(
                         rec,
                         location,
-                        f"zstd dictionary {dict_id} is missing (blob {dict_blob_key(dict_id)})",
+                        f"zstd dictionary {dict_id} is missing or damaged "
+                        f"(blob {dict_blob_key(dict_id)})",
                     )
                 dec = zstd.ZstdDecompressor(dict_data=zdict)
             cache[dict_id] = dec
@@ -231,7 +232,10 @@ class Compression:
         return plain
 
     def _dictionary(self, dict_id: int) -> Any:
-        """The dictionary object for an id, loaded from the store's blobs once; None if absent."""
+        """The dictionary object for an id, loaded from the store's blobs once.
+
+        None if its blob is absent or damaged (logged).
+        """
         zdict = self._dicts.get(dict_id)
         if zdict is None:
             raw = self._blobs(dict_blob_key(dict_id)) if self._blobs is not None else None
@@ -240,9 +244,13 @@ class Compression:
             zstd = self._zstd
             if zstd is None:
                 zstd = self._zstd = zstd_module()
-            zdict = zstd.ZstdCompressionDict(raw)
-            if self.mode == "zstd":
-                zdict.precompute_compress(level=self.level)
+            try:
+                zdict = zstd.ZstdCompressionDict(raw)
+                if self.mode == "zstd":
+                    zdict.precompute_compress(level=self.level)
+            except zstd.ZstdError as exc:  # a damaged blob: as good as missing
+                log.warning("zstd dictionary %d is damaged: %s", dict_id, exc)
+                return None
             self._dicts[dict_id] = zdict
         return zdict
 

@@ -210,3 +210,31 @@ def test_verify_of_a_store_being_written_to_finds_nothing_wrong(
             writer.join()
         assert [r.problems for r in reports] == [[], [], []]
         assert store.verify().ok
+
+
+def test_a_damaged_dictionary_is_reported_like_a_missing_one(tmp_path: Path) -> None:
+    from eventlog.bench.workload import conversation
+    from eventlog.compression import ACTIVE_DICT_BLOB, dict_blob_key, train_dictionary
+
+    url = f"sqlite:///{tmp_path / 's.db'}?compression=zstd&compress_min_bytes=64"
+    with el.open(url) as store:
+        store.append("chat", conversation(200))
+        dict_id = train_dictionary(store, size=4096)
+        store.append("after", [el.Event(data=e.data) for e in conversation(20, seed=4)])
+        raw = store.backend.get_blob(dict_blob_key(dict_id))
+        assert raw is not None and store.backend.get_blob(ACTIVE_DICT_BLOB)
+        store.backend.put_blob(dict_blob_key(dict_id), raw[:8] + bytes(32) + raw[40:])
+    with el.open(url) as store:  # opens; records needing the dictionary are reported
+        with pytest.raises(el.CorruptionError, match="missing or damaged"):
+            list(store.read("after"))
+        assert [p.stream for p in store.verify().problems] == ["after"]
+
+
+def test_invalid_utf8_in_a_jsonl_header_is_a_corruption_error(tmp_path: Path) -> None:
+    url = _url("jsonl", tmp_path)
+    with el.open(url) as store:
+        store.append("chat", [el.ModelInput.from_text("hi")])
+    (path,) = (tmp_path / "s" / "streams").glob("*.jsonl")
+    path.write_bytes(path.read_bytes().replace(b'"chat"', b'"ch\xfft"', 1))
+    with pytest.raises(el.CorruptionError, match="line 1"):
+        el.open(url)

@@ -520,7 +520,7 @@ class JSONLBackend(Backend):
             raise _corrupt(path, 1, "missing or torn header line")
         try:
             header = _header_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             raise _corrupt(path, 1, f"not a valid header: {exc}") from exc
         if header.eventlog_jsonl > FORMAT_VERSION:
             raise _corrupt(path, 1, f"format version {header.eventlog_jsonl} is too new")
