@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -220,3 +221,31 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def threads_elapsed(threads: int, work: Callable[[int], None]) -> float:
+    """Seconds for `threads` threads to run `work(t)` each, from a common start to the last join.
+
+    The first error a thread raised is raised here once all have ended.
+    """
+    barrier = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def run(t: int) -> None:
+        barrier.wait()
+        try:
+            work(t)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for th in pool:
+        th.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for th in pool:
+        th.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return elapsed

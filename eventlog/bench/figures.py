@@ -6,7 +6,6 @@ microseconds, bytes per event or MiB); the runner pairs each with its limit and 
 
 from __future__ import annotations
 
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 import msgspec
 
 import eventlog as el
-from eventlog.bench.common import disk_bytes, optional_module, rate
+from eventlog.bench.common import disk_bytes, optional_module, rate, threads_elapsed
 from eventlog.compression import train_dictionary
 from eventlog.events import EventData
 from eventlog.projections.runner import Runner
@@ -84,28 +83,12 @@ def writers_rate(
     """
     events = [el.Event(data=data[i % len(data)]) for i in range(threads * per_thread)]
     with el.open(store_url(backend, path), durability="fsync") as store:
-        barrier = threading.Barrier(threads + 1)
-        errors: list[BaseException] = []
 
-        def worker(t: int) -> None:
-            mine = events[t * per_thread : (t + 1) * per_thread]
-            barrier.wait()
-            try:
-                for ev in mine:
-                    store.append(f"writer{t}", [ev])
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+        def work(t: int) -> None:
+            for ev in events[t * per_thread : (t + 1) * per_thread]:
+                store.append(f"writer{t}", [ev])
 
-        pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
-        for th in pool:
-            th.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for th in pool:
-            th.join()
-        elapsed = time.perf_counter() - t0
-        if errors:
-            raise errors[0]
+        elapsed = threads_elapsed(threads, work)
         stats = getattr(store.backend, "stats", None)
         if commits is not None and stats is not None:
             counts = stats()

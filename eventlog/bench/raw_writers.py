@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from eventlog.bench.common import msgpack_encoder
+from eventlog.bench.common import msgpack_encoder, threads_elapsed
 from eventlog.bench.limits import json_line, lmdb_env, sqlite_table
 from eventlog.events import EventData, new_event_id
 
@@ -84,29 +84,13 @@ def _run(
     """Events/s of `threads` threads each calling `write(thread, seq, event, id)` per event."""
     events = [data[i % len(data)] for i in range(threads * per_thread)]
     ids = [new_event_id() for _ in events]
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
 
-    def worker(t: int) -> None:
-        barrier.wait()
-        try:
-            for k in range(per_thread):
-                i = t * per_thread + k
-                write(t, k + 1, events[i], ids[i])
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+    def work(t: int) -> None:
+        for k in range(per_thread):
+            i = t * per_thread + k
+            write(t, k + 1, events[i], ids[i])
 
-    pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
-    for th in pool:
-        th.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for th in pool:
-        th.join()
-    elapsed = time.perf_counter() - t0
-    if errors:
-        raise errors[0]
-    return len(events) / elapsed
+    return len(events) / threads_elapsed(threads, work)
 
 
 def _grouped_rate(
