@@ -777,7 +777,7 @@ class Store:
         upto: int | None = None,
     ) -> tuple[int, Problem | None]:
         fork = self._backend.get_fork(stream)
-        prev_seq, prev_hash = 0, GENESIS
+        prev_seq, prev_hash, prev_position = 0, GENESIS, 0
         if fork is not None:
             prev_seq = fork.at_seq
             try:
@@ -785,7 +785,6 @@ class Store:
             except CorruptionError as exc:
                 return 0, Problem(stream, fork.at_seq, None, str(exc))
         count = 0
-        location = self.location
         while True:
             try:
                 page = self._backend.read(stream, prev_seq + 1, None, limit=PAGE)
@@ -796,39 +795,57 @@ class Store:
                 if upto is not None and rec.position > upto:
                     return count, None  # a stream's positions grow with its seqs
                 count += 1
-                if rec.seq != prev_seq + 1:
-                    return count, Problem(stream, prev_seq + 1, None, "seq is missing (gap)")
-                try:
-                    plain = self._codec.unpack(rec, location)
-                    self._codec.decode_data(rec, location)
-                    self._codec.decode_meta(rec, location)
-                except CorruptionError as exc:
-                    return count, Problem(stream, rec.seq, rec.id, str(exc))
-                expected = chain_hash(
-                    prev_hash,
-                    rec.stream,
-                    rec.seq,
-                    rec.id,
-                    rec.ts,
-                    rec.type,
-                    rec.version,
-                    rec.causation_id,
-                    rec.correlation_id,
-                    rec.meta,
-                    plain,
-                )
-                if expected != rec.hash:
-                    return count, Problem(
-                        stream,
-                        rec.seq,
-                        rec.id,
-                        "hash mismatch: this event (or its stored hash) was altered",
-                    )
-                prev_seq, prev_hash = rec.seq, rec.hash
+                problem = self._check_record(rec, prev_seq, prev_hash, prev_position)
+                if problem is not None:
+                    return count, problem
+                prev_seq, prev_hash, prev_position = rec.seq, rec.hash, rec.position
             if progress is not None:
                 progress(done + count)
             if len(page) < PAGE:
                 return count, None
+
+    def _check_record(
+        self, rec: Record, prev_seq: int, prev_hash: bytes, prev_position: int
+    ) -> Problem | None:
+        """The problem of one stored record, given the one before it in its stream, if any."""
+        if rec.seq != prev_seq + 1:
+            return Problem(rec.stream, prev_seq + 1, None, "seq is missing (gap)")
+        if rec.position <= prev_position:  # positions grow with seqs in a stream
+            return Problem(
+                rec.stream,
+                rec.seq,
+                rec.id,
+                f"position {rec.position} is not after the previous seq's {prev_position}: "
+                "the stored position was altered",
+            )
+        location = self.location
+        try:
+            plain = self._codec.unpack(rec, location)
+            self._codec.decode_data(rec, location)
+            self._codec.decode_meta(rec, location)
+        except CorruptionError as exc:
+            return Problem(rec.stream, rec.seq, rec.id, str(exc))
+        expected = chain_hash(
+            prev_hash,
+            rec.stream,
+            rec.seq,
+            rec.id,
+            rec.ts,
+            rec.type,
+            rec.version,
+            rec.causation_id,
+            rec.correlation_id,
+            rec.meta,
+            plain,
+        )
+        if expected != rec.hash:
+            return Problem(
+                rec.stream,
+                rec.seq,
+                rec.id,
+                "hash mismatch: this event (or its stored hash) was altered",
+            )
+        return None
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -103,6 +103,8 @@ def _sqlite_edit(tmp_path: Path, damage: str) -> None:
         conn.execute("DELETE FROM events WHERE stream = 'chat' AND seq = 3")
     elif damage == "stream stored as a blob":
         conn.execute("UPDATE events SET stream = CAST(stream AS BLOB) WHERE seq = 4")
+    elif damage == "position moved":
+        conn.execute("UPDATE events SET position = 100 WHERE stream = 'chat' AND seq = 2")
     else:  # "seq column edited": the last row claims seq 7
         conn.execute("UPDATE events SET seq = 7 WHERE stream = 'chat' AND seq = 5")
     conn.commit()
@@ -119,6 +121,7 @@ def _sqlite_edit(tmp_path: Path, damage: str) -> None:
         ("sqlite", "row lost"),
         ("sqlite", "seq column edited"),
         ("sqlite", "stream stored as a blob"),
+        ("sqlite", "position moved"),
     ],
 )
 def test_damage_beside_the_events_is_reported_by_verify(
