@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from eventlog.backends.base import DECODE_ERRORS, Record
+from eventlog.backends.base import DECODE_ERRORS, STORED_VALUE_ERRORS, Record
 from eventlog.backends.envelope import (
     PackedRow,
     StreamRow,
@@ -521,7 +521,7 @@ class Codec:
             if entry is not None and not rec.codec and not rec.meta and rec.version == entry[0]:
                 try:
                     value = entry[1](rec.data)
-                except (msgspec.MsgspecError, UnicodeDecodeError, TypeError):
+                except STORED_VALUE_ERRORS:
                     pass  # to_event below raises the CorruptionError that says where
                 else:
                     append(
@@ -566,17 +566,13 @@ class Codec:
                 row_stream = stream
             try:
                 e = decode_envelope(env)
-            except (
-                msgspec.MsgspecError,
-                UnicodeDecodeError,
-                TypeError,
-            ) as exc:  # TypeError: stored as non-bytes
+            except STORED_VALUE_ERRORS as exc:  # TypeError: stored as non-bytes
                 raise damaged(exc, position, row_stream, location) from exc
             entry = decoders.get(e.type)
             if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
                 try:
                     value = entry[1](data)
-                except (msgspec.MsgspecError, UnicodeDecodeError, TypeError):
+                except STORED_VALUE_ERRORS:
                     pass  # to_event below raises the CorruptionError that says where
                 else:
                     append(

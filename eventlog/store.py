@@ -136,9 +136,9 @@ class Store:
         _open_stores.add(self)
         self._tails: dict[str, tuple[int, bytes]] = {}
         self._valid_names: set[str] = set()
+        """Stream names `append` has checked (a regex search less per append)."""
         self._existing: set[str] = set()
         """Streams seen to exist (a read past a stream's end need not ask the backend again)."""
-        """Stream names `append` has checked (a regex search less per append)."""
         self._lineage: dict[str, list[Segment]] = {}
         self._stream_locks = StreamLocks()
         # Entered as the plain lock, and notified only while someone waits (see `_committed`).
@@ -699,7 +699,8 @@ class Store:
             if problem is not None:
                 problems.append(problem)
         if upto is None:
-            clean = [i for i in infos if i.stream not in {p.stream for p in problems}]
+            damaged = {p.stream for p in problems}
+            clean = [i for i in infos if i.stream not in damaged]
             problems += self._check_indexes(clean, stream is None and not problems, total, head)
         return VerifyReport(len(infos), total, problems)
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 DECODE_ERRORS: tuple[type[Exception], ...] = (msgspec.MsgspecError, UnicodeDecodeError)
 """What decoding stored bytes raises when they are damaged (msgspec lets invalid UTF-8 in a
 string through as UnicodeDecodeError)."""
+STORED_VALUE_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, TypeError)
+"""`DECODE_ERRORS`, and the TypeError of a value stored as another type (text in a blob)."""
 
 
 class Durability(enum.StrEnum):

@@ -670,23 +670,27 @@ class JSONLBackend(Backend):
         if set(self._streams) - on_disk:
             self._rebuild("index names stream files that do not exist")
             return
+        scans: list[tuple[_Stream, _Scan]] = []
         for stem in sorted(on_disk):
             st = self._stream_by_stem(stem)
             size = os.fstat(self._fd(st)).st_size
             try:
                 if size < st.end or not self._ends_with_newline(st):
                     raise _corrupt(st.path, 0, "is shorter than indexed or was edited")
-                tail = self._tail(st, cut=False)
+                scan = self._scan_tail(st)
             except CorruptionError as exc:
                 # An edit that moved lines: the files are the truth, index them again.
                 self._rebuild(f"{st.path} does not match the index ({exc})")
                 return
-            if len(tail) > 1:
-                self._rebuild(f"{st.path} holds {len(tail)} appends the index does not list")
+            if len(scan.batches) > 1:
+                n = len(scan.batches)
+                self._rebuild(f"{st.path} holds {n} appends the index does not list")
                 return
+            scans.append((st, scan))
         found: list[Batch] = []
-        for stem in sorted(on_disk):
-            found.extend(self._tail(self._streams[stem]))  # cuts (and reports) a torn rest
+        for st, scan in scans:
+            self._cut_torn(st, scan)
+            found.extend(scan.batches)
         head = self._head
         for b in sorted(found, key=lambda b: b.pos):
             if b.pos > head + 1:
@@ -698,20 +702,25 @@ class JSONLBackend(Backend):
     def _ends_with_newline(self, st: _Stream) -> bool:
         return os.pread(self._fd(st), 1, st.end - 1) == b"\n"
 
-    def _tail(self, st: _Stream, *, cut: bool = True) -> list[Batch]:
-        """Complete appends past the indexed end of a file; cut (and report) a torn remainder.
+    def _tail(self, st: _Stream) -> list[Batch]:
+        """Complete appends past the indexed end of a file; cut (and report) a torn remainder."""
+        scan = self._scan_tail(st)
+        self._cut_torn(st, scan)
+        return scan.batches
 
-        With `cut` false, the remainder is only looked at.
-        """
+    def _scan_tail(self, st: _Stream) -> _Scan:
+        """What lies past the indexed end of a file (nothing cut)."""
         fd = self._fd(st)
         size = os.fstat(fd).st_size
         if size == st.end:
-            return []
+            return _Scan([], st.end, st.last_seq + 1, "")
         data = os.pread(fd, size - st.end, st.end)
-        scan = _scan_region(st, data, st.end, st.last_seq + 1)
-        if scan.reason and cut:
-            self._cut(st.path, fd, st.line_no(scan.good_seq), scan.good_end, scan.reason)
-        return scan.batches
+        return _scan_region(st, data, st.end, st.last_seq + 1)
+
+    def _cut_torn(self, st: _Stream, scan: _Scan) -> None:
+        """Cut (and report) the torn remainder a scan found, if any."""
+        if scan.reason:
+            self._cut(st.path, self._fd(st), st.line_no(scan.good_seq), scan.good_end, scan.reason)
 
     def _roll_forward(self, found: list[Batch], *, cut: bool = False) -> None:
         """Index complete appends a crashed writer left unindexed, if their positions are free.

@@ -17,9 +17,8 @@ from itertools import starmap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from eventlog.backends.base import (
+    STORED_VALUE_ERRORS,
     Backend,
     Conflict,
     Durability,
@@ -363,15 +362,11 @@ class SQLiteBackend(Backend):
         """Records of packed rows; a damaged envelope is a CorruptionError saying where."""
         try:
             return list(starmap(unpack_record, rows))
-        except (
-            msgspec.MsgspecError,
-            UnicodeDecodeError,
-            TypeError,
-        ):  # TypeError: an envelope stored as non-bytes
+        except STORED_VALUE_ERRORS:  # TypeError: an envelope stored as non-bytes
             for position, stream, env, _ in rows:
                 try:
                     decode_envelope(env)
-                except (msgspec.MsgspecError, UnicodeDecodeError, TypeError) as exc:
+                except STORED_VALUE_ERRORS as exc:
                     raise damaged(exc, position, stream, self.location) from exc
             raise
 

@@ -39,7 +39,6 @@ class _Grouped:
         self._queue: list[list[Any]] = []
         self._leading = False
         self._expected = 1
-        self.commits = 0
 
     def append(self, row: Row) -> None:
         """Return once a commit holding `row` has ended."""
@@ -69,7 +68,6 @@ class _Grouped:
                     cond.acquire()
                 for j in group:
                     j[1] = True
-                self.commits += 1
                 self._expected = len(group) + len(self._queue)
                 self._leading = False
                 cond.notify_all()

@@ -591,8 +591,7 @@ def inline(attachment: Attachment) -> Attachment | None:
     """
     uri = attachment.uri
     if uri is None:
-        media_type = attachment.media_type.lower()
-        media_type = _MEDIA_ALIASES.get(media_type, media_type)
+        media_type = _canonical(attachment.media_type)
         if media_type == attachment.media_type:
             return attachment
         return Attachment(media_type=media_type, data=attachment.data, name=attachment.name)
@@ -605,9 +604,14 @@ def inline(attachment: Attachment) -> Attachment | None:
     assert parsed is not None
     media_type, data = parsed
     if not uri[5:].partition(",")[0].partition(";")[0].strip():  # the URL names no type
-        media_type = attachment.media_type.lower()
-    media_type = _MEDIA_ALIASES.get(media_type, media_type)
-    return Attachment(media_type=media_type, data=data, name=attachment.name)
+        media_type = attachment.media_type
+    return Attachment(media_type=_canonical(media_type), data=data, name=attachment.name)
+
+
+def _canonical(media_type: str) -> str:
+    """A media type as APIs spell it: lowercase, `image/jpg` as `image/jpeg`."""
+    lowered = media_type.lower()
+    return _MEDIA_ALIASES.get(lowered, lowered)
 
 
 def is_image(attachment: Attachment) -> bool:
