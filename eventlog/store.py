@@ -729,6 +729,7 @@ class Store:
         make subscribers skip or repeat events. Records are read, not decoded events.
         """
         seen, last = 0, 0
+        gapless = self._backend.gapless_positions
         try:
             while True:
                 page = self._backend.read_all(last, PAGE)
@@ -736,6 +737,11 @@ class Store:
                     why = ""
                     if rec.position <= last:
                         why = f"position {rec.position} comes after position {last}"
+                    elif gapless and rec.position != last + 1:
+                        why = (
+                            f"positions jump from {last} to {rec.position}: this store's "
+                            "positions have no gaps, so the event(s) between were removed"
+                        )
                     elif rec.stream not in listed:
                         why = "is read by position but its stream is not listed"
                     if why:

@@ -137,6 +137,9 @@ class Backend(ABC):
     """Where the data lives (file, directory, URL), for messages."""
     wants_text: ClassVar[bool] = False
     """Whether append should fill `Record.text` (backends with a full-text index)."""
+    gapless_positions: ClassVar[bool] = False
+    """Whether committed positions are 1, 2, 3, ... with no gaps, so that `verify` can take a
+    missing one for a removed event (JSONL's can have gaps after recovery from lost files)."""
     packed_reads: ClassVar[bool] = False
     """Whether the store should read through `read_packed` / `read_all_packed`: true for
     backends that store the packed envelope (see eventlog.backends.envelope), whose rows the

@@ -457,6 +457,7 @@ class LMDBBackend(Backend):
 
     format = "msgpack"
     durable = True
+    gapless_positions = True  # the position index's last key + 1, in the write transaction
 
     def __init__(
         self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, max_readers: int = 256

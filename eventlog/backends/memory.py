@@ -23,6 +23,7 @@ class MemoryBackend(Backend):
 
     format = "msgpack"
     durable = False
+    gapless_positions = True
 
     def __init__(self, name: str = "") -> None:
         self.location = f"memory://{name}"

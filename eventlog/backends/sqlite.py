@@ -162,6 +162,7 @@ class SQLiteBackend(Backend):
 
     format = "msgpack"
     durable = True
+    gapless_positions = True  # max(position) + 1 under the write lock; rollbacks reuse them
 
     def __init__(
         self,

@@ -421,6 +421,28 @@ def test_values_of_the_wrong_sql_type_are_corruption(
         assert problem.stream == "s" and re.search(message, problem.message)
 
 
+def test_a_removed_stream_tail_is_found_by_its_position_gap(tmp_path: Path) -> None:
+    """Deleting a stream's last row leaves a shorter stream whose hash chain still holds, but
+    positions have no gaps in SQLite: verify names the jump. (The store's very last event has
+    nothing after it to show its loss: no chain without an outside anchor can.)"""
+    path = tmp_path / "tail.db"
+    with el.open(url_for(path)) as store:
+        store.append("a", text_events(3, "a"))
+        store.append("b", text_events(2, "b"))
+        assert store.verify().ok
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM events WHERE stream = 'a' AND seq = 3")
+    with el.open(url_for(path)) as store:
+        assert [e.seq for e in store.read("a")] == [1, 2]
+        (problem,) = store.verify().problems
+        assert (problem.stream, problem.seq) == ("b", 1)
+        assert "positions jump from 2 to 4" in problem.message
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM events WHERE stream = 'b' AND seq = 2")  # the store's last
+    with el.open(url_for(path)) as store:
+        assert "positions jump from 2 to 4" in store.verify().problems[0].message
+
+
 def test_a_compressed_payload_stored_as_text_is_corruption(tmp_path: Path) -> None:
     pytest.importorskip("zstandard")
     path = tmp_path / "z.db"
