@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,6 +84,51 @@ def test_verify_exits_1_on_tampering(store_url: str, backend_name: str) -> None:
     out = run("verify", store=store_url)
     assert out.returncode == 1
     assert "demo-1 seq 3" in out.stdout
+
+
+def _on_a_terminal(*args: str, store: str) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal: (exit code, stdout, what the terminal got)."""
+    leader, follower = os.openpty()
+    seen: list[bytes] = []
+
+    def drain() -> None:  # read as it comes: a full terminal buffer would block the child
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed its end
+                return
+            if not chunk:
+                return
+            seen.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "eventlog", "--store", store, *args],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+            env={**os.environ, "COLUMNS": "100", "TERM": "xterm"},
+        )
+        os.close(follower)
+        stdout, _ = proc.communicate(timeout=60)
+        reader.join(10)
+    finally:
+        os.close(leader)
+    return proc.returncode, stdout, b"".join(seen).decode(errors="replace")
+
+
+def test_verify_shows_progress_on_a_terminal_only(store_url: str) -> None:
+    with el.open(store_url) as store:
+        store.append("s", [el.ModelInput.from_text(f"m{i}") for i in range(3000)])
+    code, stdout, terminal = _on_a_terminal("verify", store=store_url)
+    assert code == 0 and "verify: ok (3000 events in 1 streams)" in stdout
+    assert "verifying" in terminal and "3000/3000" in terminal
+    code, _, terminal = _on_a_terminal("verify", "--quiet", "s", store=store_url)
+    assert code == 0 and terminal == ""
+    piped = run("verify", "s", store=store_url)
+    assert piped.returncode == 0 and piped.stderr == ""
 
 
 def _tamper(store: el.Store, backend_name: str) -> None:

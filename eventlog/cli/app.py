@@ -11,6 +11,7 @@ import click
 import orjson
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import eventlog
 from eventlog.errors import EventlogError
@@ -41,6 +42,19 @@ def emit_json(value: Any) -> None:
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def progress_bar(quiet: bool) -> Progress:
+    """A progress bar on stderr for long work; off with `quiet` or when stderr is no terminal."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=quiet or not err_console.is_terminal,
+        transient=True,
+    )
 
 
 class Group(click.Group):

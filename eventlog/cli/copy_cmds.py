@@ -5,17 +5,10 @@ from __future__ import annotations
 import click
 import msgspec
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import TaskID
 
 import eventlog
-from eventlog.cli.app import cli, console, emit_json, err_console, open_store
+from eventlog.cli.app import cli, console, emit_json, open_store, progress_bar
 from eventlog.copy import Phase, copy_store
 
 _LABELS: dict[Phase, str] = {
@@ -40,15 +33,7 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
     source = open_store(ctx)
     dest = eventlog.open(target)
     ctx.call_on_close(dest.close)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=quiet or not err_console.is_terminal,
-        transient=True,
-    )
+    bar = progress_bar(quiet)
     tasks: dict[Phase, TaskID] = {}
 
     def progress(phase: Phase, done: int, total: int) -> None:

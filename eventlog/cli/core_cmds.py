@@ -12,12 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from eventlog.backends.base import StreamInfo
-from eventlog.cli.app import cli, console, emit_json, open_store, store_url
+from eventlog.cli.app import cli, console, emit_json, open_store, progress_bar, store_url
 from eventlog.demo import record_demo
-from eventlog.errors import ValidationError
+from eventlog.errors import EventlogError, ValidationError
 from eventlog.events import Event, EventData, RecordedEvent, event_type
 from eventlog.stats import store_stats
-from eventlog.store import ANY, NO_STREAM, ExpectedSeq
+from eventlog.store import ANY, NO_STREAM, ExpectedSeq, Store
 from eventlog.text import event_text
 
 
@@ -79,10 +79,18 @@ def streams_cmd(ctx: click.Context, as_json: bool) -> None:
 @cli.command("verify")
 @click.argument("stream", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.pass_context
-def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool) -> None:
-    """Check hash chains, seqs and decoding; exit 1 and name the first bad event if any."""
-    report = open_store(ctx).verify(stream)
+def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool, quiet: bool) -> None:
+    """Check hash chains, seqs and decoding; exit 1 and name the first bad event if any.
+
+    A progress bar on stderr counts the events checked (when stderr is a terminal).
+    """
+    store = open_store(ctx)
+    bar = progress_bar(quiet)
+    with bar:
+        task = bar.add_task("verifying", total=_events_to_verify(store, stream) or None)
+        report = store.verify(stream, progress=lambda done: bar.update(task, completed=done))
     if as_json:
         emit_json(
             {
@@ -102,6 +110,17 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool) -> None:
         console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
     if not report.ok:
         ctx.exit(1)
+
+
+def _events_to_verify(store: Store, stream: str | None) -> int:
+    """How many events verify walks: every event, or the stream's own (0 if unknown)."""
+    if stream is None:
+        return store.head_position()
+    try:
+        info = store.stream_info(stream)
+    except EventlogError:  # verify reports it
+        return 0
+    return info.last_seq - info.at_seq
 
 
 @cli.command("stats")
