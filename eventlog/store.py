@@ -684,6 +684,10 @@ class Store:
             validate_stream_name(stream)
         if upto is not None:
             _check_int(upto, "upto", 0)
+        damage = self._backend.check_storage()
+        if damage is not None:
+            message = f"{damage}: the storage engine could not read it safely; no event checked"
+            return VerifyReport(0, 0, [Problem("", 0, None, message)])
         head = self.head_position()
         try:
             infos = [self.stream_info(stream)] if stream is not None else self.streams()

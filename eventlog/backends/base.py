@@ -145,6 +145,14 @@ class Backend(ABC):
     backends that store the packed envelope (see eventlog.backends.envelope), whose rows the
     core decodes straight to events."""
 
+    def check_storage(self) -> str | None:
+        """Damage in the backend's files that its engine could not read safely (or None).
+
+        `verify` asks before it reads any event: an engine that trusts its pages (LMDB) would
+        crash the process on such damage instead of raising.
+        """
+        return None
+
     @abstractmethod
     def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
         """Insert records of one stream atomically; return their positions, or raise Conflict.

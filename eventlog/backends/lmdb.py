@@ -50,6 +50,7 @@ from eventlog.backends.base import (
     StreamInfo,
 )
 from eventlog.backends.group_commit import GroupQueue, Job
+from eventlog.backends.lmdb_pages import check_file
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,
@@ -171,6 +172,28 @@ _decode_row = msgspec.msgpack.Decoder(StoredRecord).decode
 _decode_bin = msgspec.msgpack.Decoder(bytes).decode
 _decode_stream = msgspec.msgpack.Decoder(tuple[str, int, int]).decode
 _decode_fork = msgspec.msgpack.Decoder(tuple[str, str, int, int]).decode
+
+
+def _stream_entry(value: bytes, location: str) -> tuple[str, int, int]:
+    """A streams-table entry (name, last seq, last ts); CorruptionError if damaged."""
+    try:
+        return _decode_stream(value)
+    except DECODE_ERRORS as exc:
+        raise CorruptionError(
+            f"an entry of the streams table does not decode: {exc}", location=location
+        ) from exc
+
+
+def _fork_entry(value: bytes, location: str) -> ForkInfo:
+    """A forks-table entry; CorruptionError if damaged."""
+    try:
+        return ForkInfo(*_decode_fork(value))
+    except DECODE_ERRORS as exc:
+        raise CorruptionError(
+            f"an entry of the forks table does not decode: {exc}", location=location
+        ) from exc
+
+
 _BIN_MARKERS = (0xC4, 0xC5, 0xC6)
 """First bytes of a MessagePack bin (a payload is a map or an array, never a bin)."""
 
@@ -580,7 +603,7 @@ class LMDBBackend(Backend):
         def write(txn: Txn) -> list[int]:
             first = records[0].seq
             info = txn.get(skey, db=self._streams)
-            if info is not None and _decode_stream(info)[1] >= first:
+            if info is not None and _stream_entry(info, self.location)[1] >= first:
                 raise Conflict("seq", f"{stream!r} seq {first}")
             if first == 1 and txn.get(skey, db=self._forks) is not None:
                 raise Conflict("seq", f"{stream!r} is a fork")
@@ -897,11 +920,11 @@ class LMDBBackend(Backend):
     def get_fork(self, stream: str) -> ForkInfo | None:
         """The fork entry, if any."""
         value = self._run(lambda txn: txn.get(stream_key(stream), db=self._forks))
-        return None if value is None else ForkInfo(*_decode_fork(value))
+        return None if value is None else _fork_entry(value, self.location)
 
     def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
         """Fork entries sorted by stream name."""
-        forks = [ForkInfo(*_decode_fork(v)) for v in self._values(self._forks)]
+        forks = [_fork_entry(v, self.location) for v in self._values(self._forks)]
         forks.sort(key=lambda f: f.stream)
         return [f for f in forks if parent is None or f.parent == parent]
 
@@ -920,14 +943,19 @@ class LMDBBackend(Backend):
             return own, forks
 
         own_values, fork_values = self._run(scan)
-        own = {t[0]: t for t in map(_decode_stream, own_values)}
-        forks = {f.stream: f for f in (ForkInfo(*_decode_fork(v)) for v in fork_values)}
+        own = {t[0]: t for t in (_stream_entry(v, self.location) for v in own_values)}
+        forks = {f.stream: f for f in (_fork_entry(v, self.location) for v in fork_values)}
         out = []
         for name in sorted(own.keys() | forks.keys()):
             mine = own.get(name)
             last = (mine[1], mine[2]) if mine else None
             out.append(StreamInfo.of(name, last, forks.get(name)))
         return out
+
+    def check_storage(self) -> str | None:
+        """Walk the B-trees of the current snapshot without liblmdb (see `lmdb_pages`)."""
+        path = os.path.join(self.location, "data.mdb")
+        return self._run(lambda txn: check_file(path, txn.id()))
 
     def head_position(self) -> int:
         """The last key of the position index."""
