@@ -757,8 +757,14 @@ class JSONLBackend(Backend):
             log.warning("%s: rolled forward an unindexed append of %d event(s)", b.stem, b.n)
 
     def _rebuild(self, why: str) -> None:
-        """Rewrite the index from the stream files (they are the truth)."""
+        """Rewrite the index from the stream files (they are the truth).
+
+        Never at the cost of what index.log lists as committed: a file that no longer holds
+        those events (shorter, torn or zero-filled inside them, or gone) stops the open with
+        `CorruptionError`, and nothing is cut. Only a torn tail past them is cut.
+        """
         log.warning("%s: rebuilding index.log: %s", self.root, why)
+        claimed = self._claimed()
         self._reset()
         per_file: list[list[Batch]] = []
         forks: list[str] = []
@@ -768,7 +774,20 @@ class JSONLBackend(Backend):
             st = self._stream_by_stem(path.stem)
             if st.fork is not None:
                 forks.append(st.stem)
-            per_file.append(self._tail(st))
+            scan = self._scan_tail(st)
+            need = claimed.pop(st.stem, 0)
+            if scan.good_seq - 1 < need:
+                raise self._lost_committed(st, scan, need)
+            self._cut_torn(st, scan)
+            per_file.append(scan.batches)
+        if claimed:
+            stem = min(claimed)
+            raise CorruptionError(
+                f"index.log lists committed events in {stem}.jsonl, which is missing; nothing "
+                "was changed. If it is gone for good, delete index.log: the next open rebuilds "
+                "it from the files that remain",
+                location=str(self._streams_dir / f"{stem}.jsonl"),
+            )
         lines = [f"F {stem}\n".encode() for stem in forks]
         # Merge the files by the positions their lines carry, each file in its own order (a
         # line with a wrong position, pasted from elsewhere, say, cannot reorder its stream).
@@ -782,6 +801,35 @@ class JSONLBackend(Backend):
         _write_atomic(self._index_path, b"".join(lines))
         self._reset()
         self._load_index(os.fstat(self._index_fd).st_size)
+
+    def _claimed(self) -> dict[str, int]:
+        """Stem -> the last seq index.log lists as committed (whatever lines of it parse)."""
+        claimed: dict[str, int] = {}
+        for raw in os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0).split(b"\n"):
+            try:
+                entry = _parse_index_line(raw)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(entry, str):
+                claimed.setdefault(entry, 0)
+            else:
+                claimed[entry.stem] = max(claimed.get(entry.stem, 0), entry.seq + entry.n - 1)
+        return claimed
+
+    @staticmethod
+    def _lost_committed(st: _Stream, scan: _Scan, need: int) -> CorruptionError:
+        """The error for a file that no longer holds events index.log lists as committed."""
+        what = scan.reason or "the file ends"
+        return CorruptionError(
+            f"{what} at seq {scan.good_seq}, but index.log lists the stream's events up to seq "
+            f"{need} as committed: the file was damaged or cut (or, at durability batch or "
+            "none, lost its tail with the power). Nothing was changed. To keep what the file "
+            "holds, delete index.log: the next open rebuilds it from the files, cutting the "
+            "damaged append",
+            stream=st.name,
+            seq=scan.good_seq,
+            location=f"{st.path} line {st.line_no(scan.good_seq)}",
+        )
 
     # -- append ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import fcntl
 import logging
 import os
 import sqlite3
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -176,6 +177,8 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
             f"cannot open {str(path)!r}: directory {str(parent)!r} does not exist "
             "(sqlite:///relative/path.db or sqlite:////absolute/path.db)"
         )
+    if path.exists() and not path.is_file():  # /dev/null, a FIFO: never replaced by a store
+        raise UsageError(f"cannot open {str(path)!r}: it is not a regular file")
     if not path.exists() or path.stat().st_size == 0:
         _create(path, search=bool(search))
     version, has_search = inspect(path, check=check)
@@ -267,7 +270,8 @@ def _replace_empty(path: Path, new: Path) -> None:
             same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
             same = False
-        if same and os.fstat(fd).st_size == 0:
+        info = os.fstat(fd)
+        if same and info.st_size == 0 and stat.S_ISREG(info.st_mode):
             os.replace(new, path)
     finally:
         os.close(fd)

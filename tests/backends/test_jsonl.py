@@ -193,13 +193,20 @@ def test_file_holding_another_name_is_reported(root: Path) -> None:
 # -- crash recovery --------------------------------------------------------------------------
 
 
+def _unindex_last(root: Path) -> None:
+    """Drop index.log's last line: the writer of that append died before its commit point."""
+    index = root / "index.log"
+    index.write_bytes(b"".join(index.read_bytes().splitlines(keepends=True)[:-1]))
+
+
 def test_torn_tail_is_cut_and_reported(root: Path, caplog: pytest.LogCaptureFixture) -> None:
     with _open(root) as store:
         store.append("s", _events(3))
         store.append("s", _events(1, "last"))
         path = _backend(store).stream_path("s")
+    _unindex_last(root)
     size = path.stat().st_size
-    with path.open("r+b") as f:  # a crash mid-line: the last line loses its end
+    with path.open("r+b") as f:  # a crash mid-line: the uncommitted last line loses its end
         f.truncate(size - 40)
     with caplog.at_level("WARNING", logger="eventlog.backends.jsonl"), _open(root) as store:
         repairs = _backend(store).repairs
@@ -216,6 +223,44 @@ def test_torn_tail_is_cut_and_reported(root: Path, caplog: pytest.LogCaptureFixt
     with _open(root) as store:
         assert _backend(store).repairs == []
         assert store.verify().ok
+
+
+@pytest.mark.parametrize("cut", [1, 40, 200])
+def test_committed_events_are_never_cut(root: Path, cut: int) -> None:
+    """A committed append (its index line written) whose lines lost their end was damaged, not
+    torn by a crash: opening the store (even for a read) refuses with CorruptionError and
+    changes nothing. Deleting index.log is the explicit way to accept the loss."""
+    with _open(root) as store:
+        store.append("s", _events(3))
+        store.append("s", _events(8, "batch"))
+        store.append("t", _events(1, "t"))
+        path = _backend(store).stream_path("s")
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size - cut)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(el.CorruptionError, match="lists the stream's events up to seq 11") as err:
+        _open(root)
+    assert "Nothing was changed" in str(err.value) and "delete index.log" in str(err.value)
+    assert str(path) in str(err.value)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    (root / "index.log").unlink()
+    with _open(root) as store:
+        (repair,) = _backend(store).repairs
+        assert repair.line == 5  # the whole unfinished batch, seqs 4-11
+        assert _texts(store, "s") == ["m0", "m1", "m2"]
+        assert _texts(store, "t") == ["t0"]
+
+
+def test_a_file_cut_at_an_append_boundary_is_not_silently_shorter(root: Path) -> None:
+    with _open(root) as store:
+        store.append("s", _events(2))
+        first_end = _backend(store).stream_path("s").stat().st_size
+        store.append("s", _events(2, "gone"))
+        path = _backend(store).stream_path("s")
+    with path.open("r+b") as f:
+        f.truncate(first_end)
+    with pytest.raises(el.CorruptionError, match="the file ends at seq 3, but index.log lists"):
+        _open(root)
 
 
 def test_unfinished_batch_is_cut_whole(root: Path) -> None:
@@ -412,7 +457,9 @@ def test_a_leftover_met_while_a_group_is_staged_is_cut(root: Path) -> None:
         assert again.verify().ok
 
 
-def test_an_index_naming_a_missing_stream_file_is_rebuilt(root: Path) -> None:
+def test_an_index_naming_a_missing_stream_file_stops_the_open(root: Path) -> None:
+    """index.log lists committed events in a file that is gone: an error, nothing changed;
+    deleting index.log accepts the loss and rebuilds from the files that remain."""
     with _open(root) as store:
         store.append("a", _events(2))
         store.append("b", _events(1, "b"))
@@ -421,6 +468,11 @@ def test_an_index_naming_a_missing_stream_file_is_rebuilt(root: Path) -> None:
     index.write_bytes(
         index.read_bytes() + b"B 4 1 zz~0000000000000000 1 34 300 1 " + b"0" * 36 + b"\n"
     )
+    damaged = index.read_bytes()
+    with pytest.raises(el.CorruptionError, match="zz~0000000000000000.jsonl, which is missing"):
+        _open(root)
+    assert index.read_bytes() == damaged
+    index.unlink()
     with _open(root) as store:
         assert _where(store) == where
         assert store.verify().ok

@@ -610,6 +610,15 @@ def test_a_directory_is_not_a_store(tmp_path: Path) -> None:
         el.open(url_for(tmp_path / "dir.db"))
 
 
+def test_an_empty_special_file_is_never_replaced_by_a_store(tmp_path: Path) -> None:
+    """A FIFO (or /dev/null) has size 0 like a new empty file, but is not one to fill."""
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    with pytest.raises(el.UsageError, match="not a regular file"):
+        el.open(url_for(fifo))
+    assert fifo.is_fifo()  # (/dev/null is not tried here: a regression would replace it)
+
+
 def test_a_store_locked_by_another_process_is_unavailable_not_corrupt(tmp_path: Path) -> None:
     """A process holding the file with locking_mode=EXCLUSIVE keeps it unreadable for a while:
     that is BackendUnavailableError (try later), never a CorruptionError (which could get a
