@@ -24,6 +24,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "postgres": ("eventlog.backends.postgres:PostgresBackend", "postgres"),
 }
 """URL scheme -> (backend class, extra to install)."""
+_PLANNED = {"postgresql", "postgres"}
+"""Schemes with no backend in this version yet (refused with a message saying so)."""
 
 _STORE_OPTIONS = {
     "durability",
@@ -45,7 +47,7 @@ def _backend_class(scheme: str) -> Any:
     try:
         target, extra = BACKENDS[scheme]
     except KeyError:
-        known = ", ".join(f"{s}://" for s in BACKENDS)
+        known = ", ".join(f"{s}://" for s in BACKENDS if s not in _PLANNED)
         raise UsageError(f"unknown store URL scheme {scheme!r}; use one of {known}") from None
     module_name, _, cls_name = target.partition(":")
     try:
