@@ -131,6 +131,24 @@ def test_verify_shows_progress_on_a_terminal_only(store_url: str) -> None:
     assert piped.returncode == 0 and piped.stderr == ""
 
 
+def test_file_system_and_encoding_errors_are_one_line(tmp_path: Path) -> None:
+    """No traceback for what a user can cause: an unwritable place, input that is not UTF-8,
+    an output path whose directory is missing (found before a benchmark runs, not after)."""
+    for url in ("sqlite:////proc/eventlog-test.db", "jsonl:////proc/eventlog-test"):
+        out = run("streams", store=url)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith("error: ")
+    latin = tmp_path / "latin1.jsonl"
+    latin.write_bytes('{"type": "model_input", "data": {"text": "caf\xe9"}}\n'.encode("latin-1"))
+    store = tmp_path / "s.db"
+    out = run("append", "s", str(latin), store=f"sqlite:///{store}")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "the input is not UTF-8 text" in out.stderr
+    assert not store.exists()  # nothing was written
+    out = run("bench", "--quick", "--json", str(tmp_path / "missing" / "r.json"), store="memory://")
+    assert out.returncode == 2 and "directory" in out.stderr and "does not exist" in out.stderr
+
+
 def _tamper(store: el.Store, backend_name: str) -> None:
     """Use the backend test class's own raw-engine tamper."""
     module, _, name = TEST_CLASSES[backend_name].partition(":")

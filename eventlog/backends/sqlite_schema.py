@@ -230,7 +230,12 @@ def _create(path: Path, *, search: bool, target: int = SCHEMA_VERSION) -> None:
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+        except sqlite3.Error as exc:  # an unwritable directory, say
+            raise BackendUnavailableError(
+                f"cannot create a store at {path}: {exc} (is {path.parent} writable?)"
+            ) from exc
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA application_id={APPLICATION_ID}")

@@ -58,17 +58,28 @@ def progress_bar(quiet: bool) -> Progress:
 
 
 class Group(click.Group):
-    """A click group that turns eventlog errors into one clear line and exit code 1."""
+    """A click group that turns errors users can meet into one clear line and exit code 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, reporting EventlogError without a traceback."""
+        """Run the command; eventlog, file system and encoding errors are one line, no traceback.
+
+        A bug's traceback still shows.
+        """
         try:
             return super().invoke(ctx)
-        except EventlogError as exc:
-            err_console.print(
-                f"[red]error:[/red] {type(exc).__name__}: {escape(str(exc))}", highlight=False
+        except (EventlogError, OSError) as exc:
+            _fail(ctx, type(exc).__name__, str(exc))
+        except UnicodeDecodeError as exc:
+            _fail(
+                ctx,
+                "UnicodeDecodeError",
+                f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})",
             )
-            ctx.exit(1)
+
+
+def _fail(ctx: click.Context, kind: str, message: str) -> None:
+    err_console.print(f"[red]error:[/red] {kind}: {escape(message)}", highlight=False)
+    ctx.exit(1)
 
 
 @click.group(cls=Group)

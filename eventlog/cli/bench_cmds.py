@@ -57,6 +57,11 @@ def bench_cmd(
     """Measure eventlog against raw engines (the limit) and its peers, and print one table."""
     from eventlog.bench import runner
 
+    for option, path in (("--json", json_path), ("--plot", plot_path), ("--markdown", md_path)):
+        if path is not None and not path.resolve().parent.is_dir():  # found now, not after the run
+            raise click.BadParameter(
+                f"directory {str(path.parent)!r} does not exist", param_hint=option
+            )
     sizes = SIZES[size] if size else (QUICK if quick else FULL)
     options = runner.Options(
         sizes=sizes,

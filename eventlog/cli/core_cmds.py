@@ -213,7 +213,7 @@ def _parse_event(line: str, index: int) -> Event:
 
 @cli.command("append")
 @click.argument("stream")
-@click.argument("source", type=click.File("r"), default="-")
+@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
 @click.option("--expected-seq", default="any", help="A seq, 'any' or 'no_stream'.")
 @click.pass_context
 def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: str) -> None:
