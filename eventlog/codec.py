@@ -225,6 +225,8 @@ class Codec:
         compression: Compression | None = None,
     ):
         self.format: Format = fmt
+        if type(max_event_bytes) is not int or max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes must be a positive integer, got {max_event_bytes!r}")
         self.max_event_bytes = max_event_bytes
         self.compression = Compression() if compression is None else compression
         """Packs payloads for storage (see eventlog.compression)."""

@@ -11,7 +11,9 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from eventlog.aio import AsyncStore
-from eventlog.backends.base import Backend
+from eventlog.backends.base import Backend, Durability
+from eventlog.codec import Codec
+from eventlog.compression import Compression
 from eventlog.errors import BackendUnavailableError, UsageError
 from eventlog.store import Store
 
@@ -98,6 +100,7 @@ def open(url: str = "memory://", **options: Any) -> Store:
             store_opts[key] = options.pop(key)
     backend_opts.update({k: str(v) for k, v in options.items()})
     cls = _backend_class(scheme)
+    _check_store_options(url, cls.format, store_opts)  # before the backend makes any file
     backend: Backend = cls.from_url(url, path, backend_opts)
     try:
         return Store(backend, **store_opts)
@@ -107,6 +110,35 @@ def open(url: str = "memory://", **options: Any) -> Store:
     except BaseException:
         backend.close()
         raise
+
+
+def store_exists(url: str) -> bool:
+    """Whether `url` names a store that exists already (opening it would create nothing)."""
+    scheme, path, _, _ = _split(url)
+    exists: bool = _backend_class(scheme).exists_at(path)
+    return exists
+
+
+def _check_store_options(url: str, fmt: str, opts: dict[str, Any]) -> None:
+    """Raise UsageError for a store option the store would refuse (checked as the store will)."""
+    try:
+        if "durability" in opts:
+            try:
+                Durability(opts["durability"])
+            except ValueError:
+                choices = ", ".join(d.value for d in Durability)
+                raise ValueError(
+                    f"durability must be one of {choices}, got {opts['durability']!r}"
+                ) from None
+        Compression(
+            opts.get("compression", "none"),
+            min_bytes=opts.get("compress_min_bytes"),
+            level=opts.get("zstd_level"),
+        )
+        if opts.get("max_event_bytes") is not None:
+            Codec(fmt, max_event_bytes=opts["max_event_bytes"])  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"bad store option in {url!r}: {exc}") from exc
 
 
 def open_async(url: str = "memory://", **options: Any) -> AsyncStore:

@@ -53,18 +53,21 @@ class CopyReport(msgspec.Struct, frozen=True):
     """Events stored at a newer schema version than the source's (copies between formats)."""
 
 
-def copy_store(source: Store, target: Store, *, progress: Progress | None = None) -> CopyReport:
-    """Copy every event and fork of `source` into the empty store `target`; see the module."""
-    if source is target or source.backend is target.backend:
-        raise UsageError(f"cannot copy {source.location} into itself")
-    # Another handle on the source's own files is not empty (unless the source is): refused.
-    if target.head_position() or target.forks():
-        raise UsageError(
-            f"the target {target.location} is not empty: copy into a new store "
-            "(events would otherwise mix with what is there)"
-        )
+def copy_store(
+    source: Store, target: Store | Callable[[], Store], *, progress: Progress | None = None
+) -> CopyReport:
+    """Copy every event and fork of `source` into the empty store `target`; see the module.
+
+    `target` may be a function that opens it: it is called once the source has verified, so a
+    source that does not verify leaves no new store behind.
+    """
+    if isinstance(target, Store):
+        _check_target(source, target)
     head = source.head_position()  # the copy is the store up to here
     total = _verify(source, head, progress)
+    if not isinstance(target, Store):
+        target = target()
+        _check_target(source, target)
     forks = _forks_within(source, head)
     same = source.codec.format == target.codec.format
     _check(source, target, head, forks, same, total, progress)
@@ -76,6 +79,18 @@ def copy_store(source: Store, target: Store, *, progress: Progress | None = None
             f"copied {copied} events, but verified {total}", location=source.location
         )
     return CopyReport(len(streams | set(forks)), len(forks), copied, same, upcast)
+
+
+def _check_target(source: Store, target: Store) -> None:
+    """Raise UsageError unless `target` is another, empty store."""
+    if source is target or source.backend is target.backend:
+        raise UsageError(f"cannot copy {source.location} into itself")
+    # Another handle on the source's own files is not empty (unless the source is): refused.
+    if target.head_position() or target.forks():
+        raise UsageError(
+            f"the target {target.location} is not empty: copy into a new store "
+            "(events would otherwise mix with what is there)"
+        )
 
 
 def _verify(source: Store, head: int, progress: Progress | None) -> int:

@@ -671,9 +671,11 @@ class Store:
     ) -> VerifyReport:
         """Check every stream's hash chain, seqs and decoding; report the first problem of each.
 
-        `progress`, if given, is called with the number of events checked so far after each
-        page (for a progress bar over a large store). `upto` checks only the events at
-        positions up to it: the store as it was when its head position was `upto`.
+        With `stream`, that stream's whole history is checked: for a fork, its ancestors'
+        events up to the fork points too. `progress`, if given, is called with the number of
+        events checked so far after each page (for a progress bar over a large store). `upto`
+        checks only the events at positions up to it: the store as it was when its head
+        position was `upto`.
 
         Without `upto`, what backends keep beside the events (stream lengths, positions) is
         checked against them too, when no append lands during the verify (on a store being
@@ -697,8 +699,11 @@ class Store:
             )
         problems: list[Problem] = []
         total = 0
-        for info in infos:
-            count, problem = self._verify_stream(info.stream, total, progress, upto)
+        # One stream's history includes its ancestors' events up to each fork point.
+        walks = [(origin, hi) for origin, _, hi in self._segments(stream)[:-1]] if stream else []
+        walks += [(info.stream, None) for info in infos]
+        for name, last in walks:
+            count, problem = self._verify_stream(name, total, progress, upto, last)
             total += count
             if problem is not None:
                 problems.append(problem)
@@ -706,7 +711,7 @@ class Store:
             damaged = {p.stream for p in problems}
             clean = [i for i in infos if i.stream not in damaged]
             problems += self._check_indexes(clean, stream is None and not problems, total, head)
-        return VerifyReport(len(infos), total, problems)
+        return VerifyReport(len(walks), total, problems)
 
     def _check_indexes(
         self, infos: list[StreamInfo], positions: bool, total: int, head: int
@@ -786,7 +791,9 @@ class Store:
         done: int = 0,
         progress: Callable[[int], None] | None = None,
         upto: int | None = None,
+        last: int | None = None,
     ) -> tuple[int, Problem | None]:
+        """(events checked, the first problem) of a stream's own events, up to seq `last`."""
         fork = self._backend.get_fork(stream)
         prev_seq, prev_hash, prev_position = 0, GENESIS, 0
         if fork is not None:
@@ -798,7 +805,7 @@ class Store:
         count = 0
         while True:
             try:
-                page = self._backend.read(stream, prev_seq + 1, None, limit=PAGE)
+                page = self._backend.read(stream, prev_seq + 1, last, limit=PAGE)
             except CorruptionError as exc:
                 # A record the backend cannot even read (a damaged line) is a problem to report.
                 return count, Problem(stream, exc.seq or prev_seq + 1, None, str(exc))

@@ -749,6 +749,22 @@ class BackendContract:
         assert problem.stream == "a" and problem.seq == 3
         assert store.verify("b").ok
 
+    def test_verify_of_a_fork_checks_the_history_it_inherits(self, store: el.Store) -> None:
+        """A fork's history is its ancestors' events up to each fork point, then its own:
+        verifying the fork alone catches an edit there, and not one after the fork point."""
+        store.append("a", text_events(6))
+        store.fork("a", "f", at_seq=4)
+        store.fork("f", "g", at_seq=3)
+        store.append("g", text_events(2, "g"))
+        report = store.verify("g")
+        assert report.ok and report.events == 5 and report.streams == 3, report
+        self.tamper(store, "a", 5)  # past both fork points: not in g's history
+        assert store.verify("g").ok
+        assert not store.verify("a").ok
+        self.tamper(store, "a", 2)
+        (problem,) = store.verify("g").problems
+        assert (problem.stream, problem.seq) == ("a", 2)
+
     # -- concurrency -----------------------------------------------------------------------
 
     def test_threads_racing_on_expected_seq(self, store: el.Store) -> None:

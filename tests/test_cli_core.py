@@ -149,6 +149,34 @@ def test_file_system_and_encoding_errors_are_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2 and "directory" in out.stderr and "does not exist" in out.stderr
 
 
+_ONE_INPUT = '{"type": "model_input", "data": {"sections": [{"text": "q"}]}}\n'
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "jsonl", "lmdb"])
+def test_read_commands_never_create_a_store(tmp_path: Path, scheme: str) -> None:
+    """A mistyped --store is an error for commands that only read, and leaves nothing behind."""
+    place = tmp_path / ("typo.db" if scheme == "sqlite" else "typo")
+    url = f"sqlite:///{place}" if scheme == "sqlite" else f"{scheme}://{place}"
+    for args in (["verify"], ["streams"], ["stats"], ["log", "s"], ["export", "memory://"]):
+        out = run(*args, store=url)
+        assert out.returncode == 1, (args, out.stdout, out.stderr)
+        assert f"no store at {url}" in out.stderr
+    assert list(tmp_path.iterdir()) == []
+    assert run("append", "s", store=url, stdin=_ONE_INPUT).returncode == 0
+    assert run("verify", store=url).returncode == 0
+
+
+def test_export_of_a_damaged_source_leaves_no_target(tmp_path: Path) -> None:
+    source = f"sqlite:///{tmp_path / 'src.db'}"
+    run("demo", store=source)
+    with el.open(source) as store:
+        _tamper(store, "sqlite")
+    target = tmp_path / "out"
+    out = run("export", f"jsonl://{target}", store=source)
+    assert out.returncode == 1 and "does not verify" in out.stderr
+    assert not target.exists()
+
+
 def _tamper(store: el.Store, backend_name: str) -> None:
     """Use the backend test class's own raw-engine tamper."""
     module, _, name = TEST_CLASSES[backend_name].partition(":")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import eventlog as el
@@ -44,3 +46,63 @@ def test_max_event_bytes_bounds_payloads() -> None:
         with pytest.raises(el.ValidationError, match="limit is 100"):
             store.append("s", [el.ModelInput.from_text("x" * 200)])
         assert not store.exists("s")
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(("made", "opened"), [("jsonl", "lmdb"), ("lmdb", "jsonl")])
+def test_a_directory_store_is_never_opened_as_another_backend(
+    tmp_path: Path, made: str, opened: str
+) -> None:
+    """A mistyped scheme must not add a second store's files to an existing one."""
+    pytest.importorskip("lmdb")
+    root = tmp_path / "store"
+    with el.open(f"{made}://{root}") as store:
+        store.append("s", [el.ModelInput.from_text("hi")])
+    before = _snapshot(root)
+    with pytest.raises(el.UsageError, match=f"holds a {made} store, not a {opened} one"):
+        el.open(f"{opened}://{root}")
+    assert _snapshot(root) == before
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "lmdb"])
+def test_a_directory_of_other_files_does_not_become_a_store(tmp_path: Path, scheme: str) -> None:
+    pytest.importorskip("lmdb")
+    root = tmp_path / "photos"
+    root.mkdir()
+    (root / "cat.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(el.UsageError, match=r"is not empty \(cat.jpg\) and holds no"):
+        el.open(f"{scheme}://{root}")
+    assert _snapshot(root) == {"cat.jpg": b"\xff\xd8"}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with el.open(f"{scheme}://{empty}") as store:  # an empty directory is a fine new store
+        assert store.streams() == []
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("durability=maybe", "durability must be one of fsync, batch, none, got 'maybe'"),
+        ("compression=zstd&zstd_level=99", "zstd_level"),
+        ("compression=gzip", "compression must be"),
+        ("max_event_bytes=0", "max_event_bytes must be a positive integer, got 0"),
+        ("max_event_bytes=-5", "max_event_bytes must be a positive integer, got -5"),
+    ],
+)
+@pytest.mark.parametrize("scheme", ["sqlite", "jsonl", "lmdb"])
+def test_a_bad_store_option_writes_nothing(
+    tmp_path: Path, scheme: str, query: str, match: str
+) -> None:
+    pytest.importorskip("lmdb")
+    pytest.importorskip("zstandard")
+    target = tmp_path / ("x.db" if scheme == "sqlite" else "x")
+    url = f"{scheme}:///{target}" if scheme == "sqlite" else f"{scheme}://{target}"
+    with pytest.raises(el.UsageError, match=match):
+        el.open(f"{url}?{query}")
+    assert list(tmp_path.iterdir()) == []

@@ -126,6 +126,39 @@ def seconds_option(name: str, raw: str) -> float:
     return seconds
 
 
+STORE_FILES: dict[str, frozenset[str]] = {
+    "jsonl": frozenset({"index.log", "streams", "blobs", "snapshots", "lock"}),
+    "lmdb": frozenset({"data.mdb", "lock.mdb"}),
+}
+"""Names each directory backend keeps in its directory: the first ones mark a store."""
+_MARKERS = {"jsonl": frozenset({"index.log", "streams"}), "lmdb": frozenset({"data.mdb"})}
+
+
+def check_store_directory(path: Path, scheme: str) -> None:
+    """Raise UsageError unless `path` can hold a `scheme` store: missing, empty, or one already.
+
+    Opening a directory makes a store in it, so a mistyped URL must not turn another backend's
+    store, or a directory of other files, into one.
+    """
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory ({scheme}:// stores are directories)")
+    names = {p.name for p in path.iterdir()}
+    if names & _MARKERS[scheme]:
+        return
+    for other, markers in _MARKERS.items():
+        if other != scheme and names & markers:
+            raise UsageError(f"{path} holds a {other} store, not a {scheme} one (use {other}://)")
+    strangers = sorted(names - STORE_FILES[scheme])
+    if strangers:
+        shown = ", ".join(strangers[:3]) + (", ..." if len(strangers) > 3 else "")
+        raise UsageError(
+            f"{path} is not empty ({shown}) and holds no {scheme} store: choose a new or empty "
+            "directory"
+        )
+
+
 class Backend(ABC):
     """Storage engine behind a store."""
 
@@ -144,6 +177,11 @@ class Backend(ABC):
     """Whether the store should read through `read_packed` / `read_all_packed`: true for
     backends that store the packed envelope (see eventlog.backends.envelope), whose rows the
     core decodes straight to events."""
+
+    @classmethod
+    def exists_at(cls, path: str) -> bool:
+        """Whether a store of this backend is at a URL's `path` (False: opening creates one)."""
+        return True
 
     def check_storage(self) -> str | None:
         """Damage in the backend's files that its engine could not read safely (or None).

@@ -42,6 +42,7 @@ from eventlog.backends.base import (
     ForkInfo,
     Record,
     StreamInfo,
+    check_store_directory,
     seconds_option,
 )
 from eventlog.backends.group_commit import GroupQueue, Job
@@ -473,6 +474,7 @@ class JSONLBackend(Backend):
         self._staged = 0
         """Appends of the group being committed staged so far (index lines still to write)."""
         self._last_sync = time.monotonic()
+        check_store_directory(self.root, "jsonl")
         for sub in (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots"):
             sub.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -1378,6 +1380,11 @@ class JSONLBackend(Backend):
     def stream_path(self, stream: str) -> Path:
         """The file holding a stream's own events (for tools and tests)."""
         return self._streams_dir / f"{stem_for(stream)}.jsonl"
+
+    @classmethod
+    def exists_at(cls, path: str) -> bool:
+        """Whether the directory holds a JSONL store (its index)."""
+        return bool(path) and (Path(path) / "index.log").is_file()
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> JSONLBackend:

@@ -48,6 +48,7 @@ from eventlog.backends.base import (
     ForkInfo,
     Record,
     StreamInfo,
+    check_store_directory,
 )
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.lmdb_pages import check_file
@@ -449,6 +450,7 @@ def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
     with _OPEN_LOCK:
         shared = _OPEN.get(key)
         if shared is None:
+            check_store_directory(Path(path), "lmdb")
             try:
                 os.makedirs(path, exist_ok=True)
                 shared = _Shared(path, map_size, max_readers)
@@ -1054,6 +1056,11 @@ class LMDBBackend(Backend):
                 return
             self._closed = True
         _release(self._shared)
+
+    @classmethod
+    def exists_at(cls, path: str) -> bool:
+        """Whether the directory holds an LMDB environment."""
+        return bool(path) and (Path(path) / "data.mdb").is_file()
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> LMDBBackend:

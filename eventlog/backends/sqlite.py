@@ -538,6 +538,12 @@ class SQLiteBackend(Backend):
             conn.close()
 
     @classmethod
+    def exists_at(cls, path: str) -> bool:
+        """Whether the URL's file exists and is not empty (an empty file becomes a new store)."""
+        file = database_path(path)
+        return file.is_file() and file.stat().st_size > 0
+
+    @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> SQLiteBackend:
         """Open `sqlite:///relative.db` or `sqlite:////absolute.db` (docs/backends/sqlite.md)."""
         unknown = set(options) - _OPTIONS

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import eventlog
-from eventlog.errors import EventlogError
+from eventlog.connect import store_exists
+from eventlog.errors import EventlogError, UsageError
 from eventlog.store import Store
 
 DEFAULT_STORE = "sqlite:///eventlog.db"
@@ -27,9 +28,19 @@ def store_url(ctx: click.Context) -> str:
     return url or os.environ.get("EVENTLOG_STORE") or DEFAULT_STORE
 
 
-def open_store(ctx: click.Context) -> Store:
-    """Open the store this invocation points at (closed when the command ends)."""
-    store = eventlog.open(store_url(ctx))
+def open_store(ctx: click.Context, *, create: bool = False) -> Store:
+    """Open the store this invocation points at (closed when the command ends).
+
+    Only commands that write pass `create`: a mistyped URL must not leave an empty store behind
+    and report on it as if it were the one meant.
+    """
+    url = store_url(ctx)
+    if not create and not store_exists(url):
+        raise UsageError(
+            f"no store at {url} (check --store or $EVENTLOG_STORE; demo, append, import and "
+            "ingest create one)"
+        )
+    store = eventlog.open(url)
     ctx.call_on_close(store.close)
     return store
 

@@ -9,7 +9,9 @@ from rich.progress import TaskID
 
 import eventlog
 from eventlog.cli.app import cli, console, emit_json, open_store, progress_bar
+from eventlog.connect import store_exists
 from eventlog.copy import Phase, copy_store
+from eventlog.store import Store
 
 _LABELS: dict[Phase, str] = {
     "verify": "verifying the source",
@@ -31,8 +33,13 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
     The source is verified first and the target verified after; exit 1 on any problem.
     """
     source = open_store(ctx)
-    dest = eventlog.open(target)
-    ctx.call_on_close(dest.close)
+    opened: list[Store] = []
+
+    def open_target() -> Store:  # a new store is made only once the source has verified
+        opened.append(eventlog.open(target))
+        ctx.call_on_close(opened[0].close)
+        return opened[0]
+
     bar = progress_bar(quiet)
     tasks: dict[Phase, TaskID] = {}
 
@@ -42,7 +49,10 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
         bar.update(tasks[phase], completed=done, total=total or None)
 
     with bar:
-        report = copy_store(source, dest, progress=progress)
+        report = copy_store(
+            source, open_target() if store_exists(target) else open_target, progress=progress
+        )
+        dest = opened[0]
         check = dest.verify()
     if as_json:
         emit_json({**msgspec.to_builtins(report), "target_verified": check.ok})

@@ -40,7 +40,7 @@ def _preview(event: RecordedEvent, width: int = 70) -> str:
 @click.pass_context
 def demo_cmd(ctx: click.Context) -> None:
     """Record a scripted agent conversation (and a fork of it), print it and verify the store."""
-    store = open_store(ctx)
+    store = open_store(ctx, create=True)
     stream = record_demo(store)
     table = Table(title=escape(f"{stream} in {store_url(ctx)}"))
     for column in ("seq", "pos", "type", "text"):
@@ -113,14 +113,13 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool, quiet: boo
 
 
 def _events_to_verify(store: Store, stream: str | None) -> int:
-    """How many events verify walks: every event, or the stream's own (0 if unknown)."""
+    """How many events verify walks: every event, or the stream's history (0 if unknown)."""
     if stream is None:
         return store.head_position()
     try:
-        info = store.stream_info(stream)
+        return store.stream_info(stream).last_seq  # seqs 1..last, ancestors' included
     except EventlogError:  # verify reports it
         return 0
-    return info.last_seq - info.at_seq
 
 
 @cli.command("stats")
@@ -226,6 +225,6 @@ def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: str) 
         expected = int(expected_seq)
     else:
         raise click.BadParameter("must be a seq, 'any' or 'no_stream'", param_hint="--expected-seq")
-    stored = open_store(ctx).append(stream, events, expected_seq=expected)
+    stored = open_store(ctx, create=True).append(stream, events, expected_seq=expected)
     emit_json([{"seq": e.seq, "position": e.position, "id": e.id} for e in stored])
     sys.stdout.flush()

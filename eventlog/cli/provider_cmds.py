@@ -31,7 +31,7 @@ def _written(stream: str, records: list[RecordedEvent]) -> dict[str, Any]:
 def import_cmd(ctx: click.Context, stream: str, fmt: str, file: TextIO) -> None:
     """Import a provider history (JSON file or - for stdin) into STREAM, all or nothing."""
     body = decode_json(file.read(), f"{fmt} history {file.name}")
-    records = import_history(open_store(ctx), stream, fmt, body)
+    records = import_history(open_store(ctx, create=True), stream, fmt, body)
     emit_json(_written(stream, records))
 
 
@@ -44,5 +44,5 @@ def ingest_cmd(ctx: click.Context, stream: str, provider: str, file: TextIO) -> 
     """Record a provider response (a JSON body or an SSE stream, FILE or -) as one output."""
     output = ingest_text(provider, file.read())
     event = Event(data=output, meta={"source": f"ingest:{provider}"})
-    records = open_store(ctx).append(stream, [event])
+    records = open_store(ctx, create=True).append(stream, [event])
     emit_json(_written(stream, records))

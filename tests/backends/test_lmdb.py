@@ -497,7 +497,7 @@ def test_error_translation(error: type[lmdb.Error], expected: type[Exception]) -
 def test_not_an_lmdb_directory(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("not a directory")
-    with pytest.raises(el.BackendUnavailableError):
+    with pytest.raises(el.UsageError, match="is not a directory"):
         el.open(f"lmdb://{target}")
     bad = tmp_path / "bad"
     bad.mkdir()
