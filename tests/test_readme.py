@@ -7,6 +7,7 @@ client, a server, a directory) is fenced as ```python fragment and only checked 
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def test_fragment_compiles(code: str) -> None:
 @pytest.mark.parametrize("code", EXAMPLES)
 def test_example_runs(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # samples' temp dirs end up here
     exec(compile(code, "<doc example>", "exec"), {"__name__": "__doc_example__"})
 
 

@@ -91,7 +91,11 @@ def test_everything_fits_everything_live() -> None:
     assert r is not None
     assert (r.kept, r.downgraded, r.summarised, r.dropped) == (len(events) - 1, 0, 0, 0)
     assert r.counter == "estimate" and r.calibration is None and r.strategy == "summary_aware"
-    assert r.tokens == window_tokens(w, EST) == full_cost(events)
+    assert r.tokens == window_tokens(w, EST) == window_tokens(w, "estimate") == full_cost(events)
+    with pytest.raises(el.UsageError, match="unknown detail 'bogus'"):
+        EST.count_event(events[1], "bogus")  # type: ignore[arg-type]
+    with pytest.raises(el.UsageError, match="unknown token counter"):
+        window_tokens(w, "o300k")
     assert r.system_tokens == EST.count_event(events[0]) and r.tools_tokens == EST.count_tools(
         TOOLS
     )

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from eventlog.projections.tokens_exact import ExactCounter
 
 Detail = Literal["live", "summary", "gist"]
+DETAILS: tuple[Detail, ...] = ("live", "summary", "gist")
 """Level of Detail an entry is rendered at: full text, its summary, or its gist."""
 
 COUNTER_NAMES: Final = ("estimate", "o200k_base", "cl100k_base")
@@ -189,6 +190,8 @@ def count_event_with(
     `detail`; a toolset its definitions; compactions their summary; a widget its state (as a
     live-screen section). Checkpoints and custom events are never shown: 0.
     """
+    if detail not in DETAILS:
+        raise UsageError(f"unknown detail {detail!r}; choose one of {', '.join(DETAILS)}")
     match data:
         case ModelInput():
             n = oh.per_message + sum(_section(count, s, detail) for s in data.sections)

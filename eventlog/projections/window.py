@@ -1049,12 +1049,13 @@ def context_window(
     return builder.window()
 
 
-def window_tokens(window: Window, counter: TokenCounter) -> int:
-    """Recount a window with `counter`, the way the window projection counts it.
+def window_tokens(window: Window, counter: TokenCounter | str) -> int:
+    """Recount a window with `counter` (or a counter's name), the way the window projection does.
 
     System instruction + toolset + every item at the level it is shown (the item carrying the
     current instruction counts as the system instruction, once) + the live screen.
     """
+    counter = _counter(counter, None)
     total = 0
     system_counted = False
     if window.system is not None:
