@@ -624,13 +624,18 @@ class Store:
     # -- search ----------------------------------------------------------------------------
 
     def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
-        """Full-text search over event text, newest relevance first (backends with an index)."""
+        """Full-text search over event text, best match first (backends with an index).
+
+        With `stream`, only that stream's own events; StreamNotFoundError if it does not exist.
+        """
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("cannot be empty", field="query")
         _check_int(limit, "limit", 1)
+        if stream is not None and not self.exists(stream):
+            raise StreamNotFoundError(stream)
         return self._backend.search(query, stream=stream, limit=limit)
 
     # -- subscriptions ---------------------------------------------------------------------

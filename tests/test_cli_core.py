@@ -211,6 +211,10 @@ def test_names_and_text_with_brackets_are_printed_as_they_are(tmp_path: Path) ->
     assert failed.returncode == 1
     assert "Traceback" not in failed.stderr
     assert "[/missing]" in failed.stderr
+    nowhere = run("search", "build", "--stream", "nosuch", store=url)
+    assert nowhere.returncode == 1 and "StreamNotFoundError" in nowhere.stderr
+    too_far = run("log", "[/tool]", "--to", str(2**63), store=url)
+    assert too_far.returncode == 2 and "'--to'" in too_far.stderr
 
 
 def test_import_registers_an_applications_event_types(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from eventlog.cli.app import cli, emit_json, open_store
 from eventlog.projections.providers.render import PROVIDERS, render
 from eventlog.projections.tokens import COUNTER_NAMES
 from eventlog.projections.window import STRATEGIES, context_window
+from eventlog.store import MAX_SEQ
 
 UNLIMITED = 1 << 62
 """Budget used without --budget: the whole history (compactions still stand in for ranges)."""
@@ -19,7 +20,9 @@ UNLIMITED = 1 << 62
 @click.option("--model", required=True, help="Model name put in the body.")
 @click.option("--budget", type=click.IntRange(min=0), default=None, help="Window budget in tokens.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Reply limit.")
-@click.option("--at", type=click.IntRange(min=0), default=None, help="Render as of this seq.")
+@click.option(
+    "--at", type=click.IntRange(min=0, max=MAX_SEQ), default=None, help="Render as of this seq."
+)
 @click.option("--counter", type=click.Choice(COUNTER_NAMES), default="estimate", show_default=True)
 @click.option(
     "--strategy", type=click.Choice(STRATEGIES), default="summary_aware", show_default=True

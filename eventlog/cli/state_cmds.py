@@ -29,6 +29,7 @@ from eventlog.events import (
 from eventlog.projections.forks import fork as fork_stream
 from eventlog.projections.runner import Runner
 from eventlog.projections.state import ConversationProjection, ConversationState, MessageEntry
+from eventlog.store import MAX_SEQ
 
 
 def _short(text: str, width: int = 70) -> str:
@@ -86,8 +87,12 @@ def event_json(event: RecordedEvent) -> dict[str, Any]:
 
 @cli.command("log")
 @click.argument("stream")
-@click.option("--from", "first", type=click.IntRange(min=1), default=1, help="First seq.")
-@click.option("--to", "last", type=click.IntRange(min=1), default=None, help="Last seq.")
+@click.option(
+    "--from", "first", type=click.IntRange(min=1, max=MAX_SEQ), default=1, help="First seq."
+)
+@click.option(
+    "--to", "last", type=click.IntRange(min=1, max=MAX_SEQ), default=None, help="Last seq."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines, one event each.")
 @click.pass_context
 def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_json: bool) -> None:
@@ -113,7 +118,9 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
 
 @cli.command("replay")
 @click.argument("stream")
-@click.option("--at", type=click.IntRange(min=0), default=None, help="Seq (default: the end).")
+@click.option(
+    "--at", type=click.IntRange(min=0, max=MAX_SEQ), default=None, help="Seq (default: the end)."
+)
 @click.option(
     "--policy",
     type=click.Choice(["strict", "warn"]),
@@ -227,7 +234,9 @@ def _print_state(stream: str, state: ConversationState, tail: int) -> None:
 @cli.command("fork")
 @click.argument("stream")
 @click.argument("new")
-@click.option("--at", type=click.IntRange(min=1), default=None, help="Fork after this seq.")
+@click.option(
+    "--at", type=click.IntRange(min=1, max=MAX_SEQ), default=None, help="Fork after this seq."
+)
 @click.option(
     "--checkpoint", metavar="LABEL", default=None, help="Fork at the last such checkpoint."
 )

@@ -14,6 +14,7 @@ from eventlog.cli.state_cmds import describe
 from eventlog.projections.tokens import COUNTER_NAMES
 from eventlog.projections.window import STRATEGIES, context_window
 from eventlog.projections.window_types import Window
+from eventlog.store import MAX_SEQ
 
 
 def window_json(window: Window) -> dict[str, Any]:
@@ -45,7 +46,9 @@ def window_json(window: Window) -> dict[str, Any]:
 @click.option(
     "--turns", type=click.IntRange(min=1), default=None, help="sliding_window: turns kept."
 )
-@click.option("--at", type=click.IntRange(min=0), default=None, help="Window as of this seq.")
+@click.option(
+    "--at", type=click.IntRange(min=0, max=MAX_SEQ), default=None, help="Window as of this seq."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the window and report as JSON.")
 @click.pass_context
 def window_cmd(
