@@ -295,7 +295,28 @@ def _apply(
 
 
 def inspect(path: Path, *, check: bool = False) -> tuple[int, bool]:
-    """(schema version, has search) of an existing store; raise naming the file if it is bad."""
+    """(schema version, has search) of an existing store; raise naming the file if it is bad.
+
+    A file that is refused is left as it was found: the -wal and -shm files SQLite makes on
+    connecting are removed again if they were not there before.
+    """
+    before = {p for p in _siblings(path) if p.exists()}
+    try:
+        return _inspect(path, check)
+    except BaseException:
+        for sibling in _siblings(path):
+            if sibling not in before:
+                with contextlib.suppress(OSError):
+                    if sibling.name.endswith("-shm") or sibling.stat().st_size == 0:
+                        sibling.unlink()
+        raise
+
+
+def _siblings(path: Path) -> list[Path]:
+    return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+
+
+def _inspect(path: Path, check: bool) -> tuple[int, bool]:
     if not path.is_file():
         raise UsageError(f"{path} is not a regular file (a directory?); a store is one file")
     try:

@@ -533,10 +533,12 @@ def test_bad_files_are_refused_untouched(
     _populated(path)
     damage(path)
     before = path.read_bytes()
+    files = sorted(tmp_path.iterdir())
     with pytest.raises(error) as err:
         el.open(url_for(path))
     assert str(path) in str(err.value) and message in str(err.value)
     assert path.read_bytes() == before
+    assert sorted(tmp_path.iterdir()) == files  # no -wal or -shm left behind either
 
 
 def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
