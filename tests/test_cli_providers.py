@@ -97,6 +97,27 @@ def test_import_other_formats(url: str, fmt: str) -> None:
     assert orjson.loads(out)["count"] == 7
 
 
+def test_a_second_import_into_the_stream_is_refused(url: str, tmp_path: Path) -> None:
+    """An import makes a new stream: the same history again would repeat it."""
+    history = tmp_path / "history.json"
+    history.write_bytes(orjson.dumps(import_samples.chat_history()))
+    args = ("import", "conv", "--format", "openai-chat", str(history))
+    assert run(url, *args)[0] == 0
+    code, _, err = run(url, *args)
+    assert code == 1 and "ConcurrencyError" in err
+    with eventlog.open(url) as store:
+        assert store.stream_info("conv").last_seq == 8
+    code, out, err = run(url, *args, "--expected-seq", "8")  # asked for: appended after seq 8
+    assert code == 0, err
+    assert orjson.loads(out)["events"][0]["seq"] == 9
+    body = orjson.dumps(chat_samples.completion()).decode()
+    ingest = ("ingest", "conv", "--provider", "openai-chat", "-", "--expected-seq", "3")
+    code, _, err = run(url, *ingest, input=body)
+    assert code == 1 and "ConcurrencyError" in err
+    code, _, err = run(url, *args, "--expected-seq", "soon")
+    assert code == 2 and "must be a seq, 'any' or 'no_stream'" in err
+
+
 def test_bad_import_fails_cleanly_and_writes_nothing(url: str) -> None:
     body = import_samples.chat_history()
     body["messages"][4] = {"role": "tool", "tool_call_id": "nope", "content": ""}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -16,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import eventlog
 from eventlog.connect import store_exists
 from eventlog.errors import EventlogError, UsageError
-from eventlog.store import Store
+from eventlog.store import ANY, MAX_SEQ, NO_STREAM, ExpectedSeq, Store
 
 DEFAULT_STORE = "sqlite:///eventlog.db"
 
@@ -43,6 +44,25 @@ def open_store(ctx: click.Context, *, create: bool = False) -> Store:
     store = eventlog.open(url)
     ctx.call_on_close(store.close)
     return store
+
+
+def expected_seq_option(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The --expected-seq option: a seq, 'any' or 'no_stream' (optimistic concurrency)."""
+
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> ExpectedSeq:
+        if value in (ANY, NO_STREAM):
+            return value
+        if value.isdigit() and int(value) <= MAX_SEQ:
+            return int(value)
+        raise click.BadParameter("must be a seq, 'any' or 'no_stream'")
+
+    return click.option(
+        "--expected-seq",
+        default=default,
+        show_default=True,
+        callback=parse,
+        help="The stream's last seq this write expects: a seq, 'any' or 'no_stream'.",
+    )
 
 
 def emit_json(value: Any) -> None:

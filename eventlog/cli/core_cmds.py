@@ -12,12 +12,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from eventlog.backends.base import StreamInfo
-from eventlog.cli.app import cli, console, emit_json, open_store, progress_bar, store_url
+from eventlog.cli.app import (
+    cli,
+    console,
+    emit_json,
+    expected_seq_option,
+    open_store,
+    progress_bar,
+    store_url,
+)
 from eventlog.demo import record_demo
 from eventlog.errors import EventlogError, ValidationError
 from eventlog.events import Event, EventData, RecordedEvent, event_type
 from eventlog.stats import store_stats
-from eventlog.store import ANY, NO_STREAM, ExpectedSeq, Store
+from eventlog.store import ExpectedSeq, Store
 from eventlog.text import event_text
 
 
@@ -213,18 +221,11 @@ def _parse_event(line: str, index: int) -> Event:
 @cli.command("append")
 @click.argument("stream")
 @click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
-@click.option("--expected-seq", default="any", help="A seq, 'any' or 'no_stream'.")
+@expected_seq_option("any")
 @click.pass_context
-def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: str) -> None:
+def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: ExpectedSeq) -> None:
     """Append events given as JSON lines ({"type": ..., "data": {...}, "meta": {...}})."""
     events = [_parse_event(line, i) for i, line in enumerate(source) if line.strip()]
-    expected: ExpectedSeq
-    if expected_seq in (ANY, NO_STREAM):
-        expected = expected_seq
-    elif expected_seq.isdigit():
-        expected = int(expected_seq)
-    else:
-        raise click.BadParameter("must be a seq, 'any' or 'no_stream'", param_hint="--expected-seq")
-    stored = open_store(ctx, create=True).append(stream, events, expected_seq=expected)
+    stored = open_store(ctx, create=True).append(stream, events, expected_seq=expected_seq)
     emit_json([{"seq": e.seq, "position": e.position, "id": e.id} for e in stored])
     sys.stdout.flush()

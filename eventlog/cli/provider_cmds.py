@@ -6,11 +6,12 @@ from typing import Any, TextIO
 
 import click
 
-from eventlog.cli.app import cli, emit_json, open_store
+from eventlog.cli.app import cli, emit_json, expected_seq_option, open_store
 from eventlog.events import Event, RecordedEvent
 from eventlog.projections.providers.common import decode_json
 from eventlog.projections.providers.importers import FORMATS, import_history
 from eventlog.projections.providers.ingest import PROVIDERS, ingest_text
+from eventlog.store import ExpectedSeq
 
 
 def _written(stream: str, records: list[RecordedEvent]) -> dict[str, Any]:
@@ -27,11 +28,19 @@ def _written(stream: str, records: list[RecordedEvent]) -> dict[str, Any]:
 @click.argument("stream")
 @click.option("--format", "fmt", required=True, type=click.Choice(FORMATS), help="History format.")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
+@expected_seq_option("no_stream")
 @click.pass_context
-def import_cmd(ctx: click.Context, stream: str, fmt: str, file: TextIO) -> None:
-    """Import a provider history (JSON file or - for stdin) into STREAM, all or nothing."""
+def import_cmd(
+    ctx: click.Context, stream: str, fmt: str, file: TextIO, expected_seq: ExpectedSeq
+) -> None:
+    """Import a provider history (JSON file or - for stdin) into STREAM, all or nothing.
+
+    STREAM must be new (a second import of the same history would repeat it), unless
+    --expected-seq says otherwise.
+    """
     body = decode_json(file.read(), f"{fmt} history {file.name}")
-    records = import_history(open_store(ctx, create=True), stream, fmt, body)
+    store = open_store(ctx, create=True)
+    records = import_history(store, stream, fmt, body, expected_seq=expected_seq)
     emit_json(_written(stream, records))
 
 
@@ -39,10 +48,13 @@ def import_cmd(ctx: click.Context, stream: str, fmt: str, file: TextIO) -> None:
 @click.argument("stream")
 @click.option("--provider", required=True, type=click.Choice(PROVIDERS), help="Response format.")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
+@expected_seq_option("any")
 @click.pass_context
-def ingest_cmd(ctx: click.Context, stream: str, provider: str, file: TextIO) -> None:
+def ingest_cmd(
+    ctx: click.Context, stream: str, provider: str, file: TextIO, expected_seq: ExpectedSeq
+) -> None:
     """Record a provider response (a JSON body or an SSE stream, FILE or -) as one output."""
     output = ingest_text(provider, file.read())
     event = Event(data=output, meta={"source": f"ingest:{provider}"})
-    records = open_store(ctx, create=True).append(stream, [event])
+    records = open_store(ctx, create=True).append(stream, [event], expected_seq=expected_seq)
     emit_json(_written(stream, records))
