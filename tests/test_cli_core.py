@@ -162,7 +162,9 @@ def test_read_commands_never_create_a_store(tmp_path: Path, scheme: str) -> None
         assert out.returncode == 1, (args, out.stdout, out.stderr)
         assert f"no store at {url}" in out.stderr
     assert list(tmp_path.iterdir()) == []
-    assert run("append", "s", store=url, stdin=_ONE_INPUT).returncode == 0
+    with_bom = tmp_path.parent / f"bom-{scheme}.jsonl"  # as some editors save UTF-8
+    with_bom.write_bytes(b"\xef\xbb\xbf" + _ONE_INPUT.encode())
+    assert run("append", "s", str(with_bom), store=url).returncode == 0
     assert run("verify", store=url).returncode == 0
 
 
@@ -211,6 +213,10 @@ def test_names_and_text_with_brackets_are_printed_as_they_are(tmp_path: Path) ->
     assert failed.returncode == 1
     assert "Traceback" not in failed.stderr
     assert "[/missing]" in failed.stderr
+    ignored = run("replay", "[/tool]", "--keep-snapshots", "2", store=url)
+    assert ignored.returncode == 2 and "--save-snapshot" in ignored.stderr
+    ignored = run("window", "[/tool]", "--budget", "1000", "--turns", "2", store=url)
+    assert ignored.returncode == 2 and "sliding_window" in ignored.stderr
     nowhere = run("search", "build", "--stream", "nosuch", store=url)
     assert nowhere.returncode == 1 and "StreamNotFoundError" in nowhere.stderr
     too_far = run("log", "[/tool]", "--to", str(2**63), store=url)
@@ -254,7 +260,11 @@ def test_import_registers_an_applications_event_types(tmp_path: Path) -> None:
     assert export.returncode == 0, export.stderr
     missing = cli("--import", "no_such_module", "--store", url, "verify")
     assert missing.returncode == 2
-    assert "cannot import 'no_such_module'" in missing.stderr
+    assert "cannot import 'no_such_module'" in missing.stderr and "PYTHONPATH" in missing.stderr
+    (tmp_path / "broken_events.py").write_text("raise RuntimeError('config missing')\n")
+    broken = cli("--import", "broken_events", "--store", url, "verify")
+    assert broken.returncode == 2 and "PYTHONPATH" not in broken.stderr
+    assert "importing 'broken_events' failed: RuntimeError: config missing" in broken.stderr
 
 
 def test_verify_prints_a_damaged_event_id_as_text(tmp_path: Path) -> None:

@@ -135,7 +135,10 @@ def cli(store: str | None, imports: tuple[str, ...]) -> None:
     for module in [*from_env, *imports]:
         try:
             importlib.import_module(module)
-        except Exception as exc:
+        except ModuleNotFoundError as exc:
+            hint = "; is it on PYTHONPATH?" if exc.name and module.startswith(exc.name) else ""
+            raise click.UsageError(f"cannot import {module!r} ({exc}){hint}") from exc
+        except Exception as exc:  # the module was found, and raised while importing
             raise click.UsageError(
-                f"cannot import {module!r} ({type(exc).__name__}: {exc}); is it on PYTHONPATH?"
+                f"importing {module!r} failed: {type(exc).__name__}: {exc}"
             ) from exc

@@ -220,7 +220,7 @@ def _parse_event(line: str, index: int) -> Event:
 
 @cli.command("append")
 @click.argument("stream")
-@click.argument("source", type=click.File("r", encoding="utf-8"), default="-")
+@click.argument("source", type=click.File("r", encoding="utf-8-sig"), default="-")
 @expected_seq_option("any")
 @click.pass_context
 def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: ExpectedSeq) -> None:

@@ -27,7 +27,7 @@ def _written(stream: str, records: list[RecordedEvent]) -> dict[str, Any]:
 @cli.command("import")
 @click.argument("stream")
 @click.option("--format", "fmt", required=True, type=click.Choice(FORMATS), help="History format.")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("r", encoding="utf-8-sig"))
 @expected_seq_option("no_stream")
 @click.pass_context
 def import_cmd(
@@ -38,7 +38,7 @@ def import_cmd(
     STREAM must be new (a second import of the same history would repeat it), unless
     --expected-seq says otherwise.
     """
-    body = decode_json(file.read(), f"{fmt} history {file.name}")
+    body = decode_json(file.read(), f"{fmt} history {getattr(file, 'name', '-')}")
     store = open_store(ctx, create=True)
     records = import_history(store, stream, fmt, body, expected_seq=expected_seq)
     emit_json(_written(stream, records))
@@ -47,7 +47,7 @@ def import_cmd(
 @cli.command("ingest")
 @click.argument("stream")
 @click.option("--provider", required=True, type=click.Choice(PROVIDERS), help="Response format.")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("r", encoding="utf-8-sig"))
 @expected_seq_option("any")
 @click.pass_context
 def ingest_cmd(

@@ -8,6 +8,7 @@ from typing import Any
 import click
 import msgspec
 import orjson
+from click.core import ParameterSource
 from rich.markup import escape
 from rich.table import Table
 
@@ -156,6 +157,13 @@ def replay_cmd(
     as_json: bool,
 ) -> None:
     """Show the conversation state of STREAM at a seq (from the latest snapshot plus the tail)."""
+    if (
+        not save_snapshot
+        and ctx.get_parameter_source("keep_snapshots") is ParameterSource.COMMANDLINE
+    ):
+        raise click.BadParameter(
+            "only means something with --save-snapshot", param_hint="--keep-snapshots"
+        )
     store = open_store(ctx)
     runner = Runner(
         store,

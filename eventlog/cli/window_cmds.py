@@ -63,6 +63,10 @@ def window_cmd(
     as_json: bool,
 ) -> None:
     """Print the context window of STREAM for a token budget, and what happened to each entry."""
+    if turns is not None and strategy != "sliding_window":
+        raise click.BadParameter(
+            f"applies to --strategy sliding_window, not {strategy}", param_hint="--turns"
+        )
     window = context_window(
         open_store(ctx),
         stream,
