@@ -123,7 +123,7 @@ def test_verify_shows_progress_on_a_terminal_only(store_url: str) -> None:
     with el.open(store_url) as store:
         store.append("s", [el.ModelInput.from_text(f"m{i}") for i in range(3000)])
     code, stdout, terminal = _on_a_terminal("verify", store=store_url)
-    assert code == 0 and "verify: ok (3000 events in 1 streams)" in stdout
+    assert code == 0 and "verify: ok (3,000 events in 1 stream)" in stdout
     assert "verifying" in terminal and "3000/3000" in terminal
     code, _, terminal = _on_a_terminal("verify", "--quiet", "s", store=store_url)
     assert code == 0 and terminal == ""

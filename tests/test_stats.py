@@ -91,6 +91,6 @@ def test_cli_stats(tmp_path: Path) -> None:
     assert msgspec.json.decode(as_json.stdout) == expected
     text = run()
     assert text.returncode == 0, text.stderr
-    assert "8 events in 3 streams (1 forks)" in text.stdout
+    assert "8 events in 3 streams (1 fork)" in text.stdout
     assert "longest stream: a (5 own events)" in text.stdout
     assert "model_input" in text.stdout and "checkpoint" in text.stdout

@@ -75,6 +75,11 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def count(n: int, noun: str) -> str:
+    """`n` and its noun, singular for 1 ("1 stream", "3 streams"), with thousands separators."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def progress_bar(quiet: bool) -> Progress:
     """A progress bar on stderr for long work; off with `quiet` or when stderr is no terminal."""
     return Progress(

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.progress import TaskID
 
 import eventlog
-from eventlog.cli.app import cli, console, emit_json, open_store, progress_bar
+from eventlog.cli.app import cli, console, count, emit_json, open_store, progress_bar
 from eventlog.connect import store_exists
 from eventlog.copy import Phase, copy_store
 from eventlog.store import Store
@@ -60,7 +60,8 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
         hashes = "the source's" if report.same_hashes else "a new chain (other payload format)"
         console.print(
             escape(
-                f"copied {report.events} events in {report.streams} streams ({report.forks} forks) "
+                f"copied {count(report.events, 'event')} in {count(report.streams, 'stream')} "
+                f"({count(report.forks, 'fork')}) "
                 f"to {dest.location}; hashes: {hashes}"
                 + (f"; {report.upcast} upcast to their current schema" if report.upcast else "")
             ),

@@ -15,6 +15,7 @@ from eventlog.backends.base import StreamInfo
 from eventlog.cli.app import (
     cli,
     console,
+    count,
     emit_json,
     expected_seq_option,
     open_store,
@@ -63,7 +64,9 @@ def demo_cmd(ctx: click.Context) -> None:
     console.print(escape(f"fork {retry}: {ancestry} -> {store.stream_info(retry).last_seq} events"))
     report = store.verify()
     status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-    console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
+    console.print(
+        f"verify: {status} ({count(report.events, 'event')} in {count(report.streams, 'stream')})"
+    )
 
 
 @cli.command("streams")
@@ -115,7 +118,8 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool, quiet: boo
                 f"({escape(str(p.event_id))}): {escape(p.message)}"
             )
         status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
-        console.print(f"verify: {status} ({report.events} events in {report.streams} streams)")
+        checked = f"{count(report.events, 'event')} in {count(report.streams, 'stream')}"
+        console.print(f"verify: {status} ({checked})")
     if not report.ok:
         ctx.exit(1)
 
@@ -141,7 +145,8 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
         return
     console.print(escape(f"{stats.location} ({stats.format} payloads)"), highlight=False)
     console.print(
-        f"{stats.events:,} events in {stats.streams:,} streams ({stats.forks:,} forks), "
+        f"{count(stats.events, 'event')} in {count(stats.streams, 'stream')} "
+        f"({count(stats.forks, 'fork')}), "
         f"head position {stats.head_position:,}"
     )
     if stats.first_ts is not None and stats.last_ts is not None:
