@@ -150,7 +150,8 @@ def check_store_directory(path: Path, scheme: str) -> None:
     for other, markers in _MARKERS.items():
         if other != scheme and names & markers:
             raise UsageError(f"{path} holds a {other} store, not a {scheme} one (use {other}://)")
-    strangers = sorted(names - STORE_FILES[scheme])
+    # Dot files (.git, .gitignore, .DS_Store) do not make a directory someone else's.
+    strangers = sorted(n for n in names - STORE_FILES[scheme] if not n.startswith("."))
     if strangers:
         shown = ", ".join(strangers[:3]) + (", ..." if len(strangers) > 3 else "")
         raise UsageError(
