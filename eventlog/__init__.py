@@ -2,7 +2,7 @@
 
 from eventlog.aio import AsyncStore
 from eventlog.backends.base import Durability, ForkInfo, StreamInfo
-from eventlog.connect import open, open_async
+from eventlog.connect import open, open_async, store_exists
 from eventlog.errors import (
     BackendUnavailableError,
     ConcurrencyError,
@@ -101,6 +101,7 @@ __all__ = [
     "new_event_id",
     "open",
     "open_async",
+    "store_exists",
     "register_event_type",
     "register_upcaster",
 ]

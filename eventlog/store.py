@@ -716,7 +716,7 @@ class Store:
             damaged = {p.stream for p in problems}
             clean = [i for i in infos if i.stream not in damaged]
             problems += self._check_indexes(clean, stream is None and not problems, total, head)
-        return VerifyReport(len(walks), total, problems)
+        return VerifyReport(len(infos), total, problems)
 
     def _check_indexes(
         self, infos: list[StreamInfo], positions: bool, total: int, head: int

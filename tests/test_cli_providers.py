@@ -114,8 +114,9 @@ def test_a_second_import_into_the_stream_is_refused(url: str, tmp_path: Path) ->
     ingest = ("ingest", "conv", "--provider", "openai-chat", "-", "--expected-seq", "3")
     code, _, err = run(url, *ingest, input=body)
     assert code == 1 and "ConcurrencyError" in err
-    code, _, err = run(url, *args, "--expected-seq", "soon")
-    assert code == 2 and "must be a seq, 'any' or 'no_stream'" in err
+    for bad in ("soon", "\u00b2", "-1"):  # "²".isdigit() is True, int("²") fails
+        code, _, err = run(url, *args, "--expected-seq", bad)
+        assert code == 2 and "must be a seq, 'any' or 'no_stream'" in err
 
 
 def test_bad_import_fails_cleanly_and_writes_nothing(url: str) -> None:

@@ -81,6 +81,7 @@ def test_a_directory_of_other_files_does_not_become_a_store(tmp_path: Path, sche
     assert _snapshot(root) == {"cat.jpg": b"\xff\xd8"}
     empty = tmp_path / "empty"
     (empty / ".git").mkdir(parents=True)  # a new repository to commit the store to, say
+    (empty / "lost+found").mkdir()  # the root of a new file system
     with el.open(f"{scheme}://{empty}") as store:  # an empty directory is a fine new store
         assert store.streams() == []
 

@@ -151,7 +151,9 @@ def check_store_directory(path: Path, scheme: str) -> None:
         if other != scheme and names & markers:
             raise UsageError(f"{path} holds a {other} store, not a {scheme} one (use {other}://)")
     # Dot files (.git, .gitignore, .DS_Store) do not make a directory someone else's.
-    strangers = sorted(n for n in names - STORE_FILES[scheme] if not n.startswith("."))
+    # lost+found: a freshly made file system's root.
+    ignored = STORE_FILES[scheme] | {"lost+found"}
+    strangers = sorted(n for n in names - ignored if not n.startswith("."))
     if strangers:
         shown = ", ".join(strangers[:3]) + (", ..." if len(strangers) > 3 else "")
         raise UsageError(

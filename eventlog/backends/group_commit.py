@@ -69,7 +69,7 @@ class Gather:
 class Job:
     """One write waiting for (or done by) a group commit."""
 
-    __slots__ = ("done", "error", "fn", "result", "sync")
+    __slots__ = ("done", "error", "fn", "kept", "result", "sync")
 
     def __init__(self, fn: Callable[[Any], Any], sync: bool) -> None:
         self.fn = fn
@@ -77,6 +77,8 @@ class Job:
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
+        self.kept = False
+        """Committed, with its result set: an interrupt of the leader afterwards leaves it."""
 
 
 class Turns:
@@ -202,7 +204,7 @@ class GroupQueue(Turns):
             # The commit gave up before settling every job (a lock it could not take, say):
             # each job it left without an outcome gets its error, never a None result.
             for j in group:
-                if j.error is None:
+                if j.error is None and not j.kept:
                     j.result = None
                     j.error = exc
             if not isinstance(exc, Exception):

@@ -473,6 +473,8 @@ class JSONLBackend(Backend):
         """Appends of this backend object, committed in groups."""
         self._staged = 0
         """Appends of the group being committed staged so far (index lines still to write)."""
+        self._index_start = self._index_end = 0
+        """Where index.log ends before and after the group being committed writes its lines."""
         self._last_sync = time.monotonic()
         check_store_directory(self.root, "jsonl")
         for sub in (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots"):
@@ -752,6 +754,7 @@ class JSONLBackend(Backend):
                 self._cut(st.path, self._fd(st), st.line_no(b.seq), b.offset, reason)
                 gone.add(b.stem)
                 continue
+            os.fdatasync(self._fd(st))  # a crashed writer's lines may not have reached the disk
             line = _index_line(b)
             os.write(self._index_fd, line)
             self._seen += len(line)
@@ -821,9 +824,13 @@ class JSONLBackend(Backend):
     @staticmethod
     def _lost_committed(st: _Stream, scan: _Scan, need: int) -> CorruptionError:
         """The error for a file that no longer holds events index.log lists as committed."""
-        what = scan.reason or "the file ends"
+        what = (
+            f"{scan.reason} at seq {scan.good_seq}"
+            if scan.reason
+            else f"the file holds seqs up to {scan.good_seq - 1} only"
+        )
         return CorruptionError(
-            f"{what} at seq {scan.good_seq}, but index.log lists the stream's events up to seq "
+            f"{what}, but index.log lists the stream's events up to seq "
             f"{need} as committed: the file was damaged or cut (or, at durability batch or "
             "none, lost its tail with the power). Nothing was changed. To keep what the file "
             "holds, delete index.log: the next open rebuilds it from the files, cutting the "
@@ -897,31 +904,47 @@ class JSONLBackend(Backend):
                 else:
                     if item is not None:  # None: a job that wrote nothing
                         done.append((job, item))
+            self._index_start = self._index_end = self._seen
             try:
                 self._sync_and_index([item for _, item in done])
             except BaseException as exc:
-                # Nothing of the group is committed: cut its lines from the files, so that no
-                # later append or open rolls forward an append that failed, and forget what was
-                # indexed in memory.
-                self._unwrite([item for _, item in done])
-                self._reset()
-                self._refresh()
-                error: BaseException = exc
-                if isinstance(exc, OSError):
-                    error = BackendUnavailableError(
-                        f"{self.location}: {exc}; the append was not written"
-                    )
-                    error.__cause__ = exc
-                for job in group:
-                    if job.error is None:
-                        job.error = error
-                if not isinstance(exc, Exception):
-                    raise
-                return False
+                return self._group_failed(group, done, exc)
         for job, item in done:
             b = item.batch
             job.result = list(range(b.pos, b.pos + b.n))
         return True
+
+    def _group_failed(
+        self, group: list[Job], done: list[tuple[Job, _Staged]], exc: BaseException
+    ) -> bool:
+        """Settle a group whose sync or index write raised; re-raise an interrupt.
+
+        If its index lines are in index.log after all, it is committed: its callers get their
+        positions. Otherwise nothing of it is: its lines are cut from the files, so that no
+        later append or open rolls forward an append that failed, and what was indexed in
+        memory is forgotten.
+        """
+        if self._indexed():
+            self._seen = self._index_end
+            for job, item in done:
+                job.result = list(range(item.batch.pos, item.batch.pos + item.batch.n))
+                job.kept = True
+            if not isinstance(exc, Exception):
+                raise exc
+            return True
+        self._unwrite([item for _, item in done])
+        self._reset()
+        self._refresh()
+        error: BaseException = exc
+        if isinstance(exc, OSError):
+            error = BackendUnavailableError(f"{self.location}: {exc}; the append was not written")
+            error.__cause__ = exc
+        for job in group:
+            if job.error is None:
+                job.error = error
+        if not isinstance(exc, Exception):
+            raise exc
+        return False
 
     def _unwrite(self, staged: list[_Staged]) -> None:
         """Truncate each file back to where the failed group's lines began (best effort)."""
@@ -963,8 +986,22 @@ class JSONLBackend(Backend):
             os.fdatasync(fds[0])
         lines = b"".join(_index_line(item.batch) for item in staged)
         if lines:
+            self._index_end = self._seen + len(lines)
             os.write(self._index_fd, lines)
             self._seen += len(lines)
+
+    def _indexed(self) -> bool:
+        """Whether the group's index lines reached index.log (its commit point was passed).
+
+        Asked when committing failed or was interrupted (a KeyboardInterrupt can land just
+        after the write): the file's size says, whatever Python got to record.
+        """
+        try:
+            return self._index_end > self._index_start and (
+                os.fstat(self._index_fd).st_size >= self._index_end
+            )
+        except OSError:
+            return False
 
     def _check_conflicts(self, st: _Stream | None, records: Sequence[Record]) -> None:
         first = records[0].seq
@@ -1383,8 +1420,9 @@ class JSONLBackend(Backend):
 
     @classmethod
     def exists_at(cls, path: str) -> bool:
-        """Whether the directory holds a JSONL store (its index)."""
-        return bool(path) and (Path(path) / "index.log").is_file()
+        """Whether the directory holds a JSONL store (its index, or its stream files)."""
+        # streams/ alone: a store whose index.log was deleted (the next open rebuilds it)
+        return bool(path) and any((Path(path) / m).exists() for m in ("index.log", "streams"))
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> JSONLBackend:

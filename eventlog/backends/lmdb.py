@@ -321,21 +321,32 @@ class _Shared:
         self.appends = GroupQueue()
         """Appends of every backend object on this environment, committed in groups."""
         self.env = _open_env(path, map_size, max_readers)
+        self.data_fd = -1
+        """data.mdb as this process opened it, for `lmdb_pages` (a path could name another file
+        by the time it is read: the working directory changed, the directory was moved)."""
         try:
+            self.data_fd = os.open(os.path.join(path, "data.mdb"), os.O_RDONLY | os.O_CLOEXEC)
             _check_size(self.env, path)
             # Readers of processes killed mid-transaction hold pages until their slot is freed.
             self.env.reader_check()
             stored = self._open_dbs(path)
             self.env.sync(True)
         except BaseException:
-            self.env.close()
+            self.close()
             raise
         if stored is not None and int(stored) > LAYOUT_VERSION:
-            self.env.close()
+            self.close()
             raise SchemaVersionError(
                 f"LMDB layout version {int(stored)} is newer than this eventlog's {LAYOUT_VERSION}",
                 location=path,
             )
+
+    def close(self) -> None:
+        """Close the environment, then this process's own handle on data.mdb."""
+        self.env.close()
+        if self.data_fd >= 0:
+            os.close(self.data_fd)
+            self.data_fd = -1
 
     def _open_dbs(self, path: str) -> bytes | None:
         """Open (or create) the named databases and raise the layout; return the stored layout.
@@ -474,7 +485,7 @@ def _release(shared: _Shared) -> None:
             if value is shared:
                 del _OPEN[key]
         # Under the registry lock, so no new handle opens this path before this one is closed.
-        shared.gate.alone(shared.env.close)
+        shared.gate.alone(shared.close)
 
 
 class LMDBBackend(Backend):
@@ -956,8 +967,8 @@ class LMDBBackend(Backend):
 
     def check_storage(self) -> str | None:
         """Walk the B-trees of the current snapshot without liblmdb (see `lmdb_pages`)."""
-        path = os.path.join(self.location, "data.mdb")
-        return self._run(lambda txn: check_file(path, txn.id()))
+        fd = self._shared.data_fd
+        return self._run(lambda txn: check_file(fd, txn.id()))
 
     def head_position(self) -> int:
         """The last key of the position index."""

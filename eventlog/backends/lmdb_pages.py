@@ -214,14 +214,13 @@ class Walker:
         return int(pages)
 
 
-def check_file(path: str, txnid: int) -> str | None:
-    """Damage in the snapshot `txnid` of the LMDB file at `path`, in words, or None.
+def check_file(fd: int, txnid: int) -> str | None:
+    """Damage in the snapshot `txnid` of the LMDB data file open at `fd`, in words, or None.
 
     Call it while a read transaction of that snapshot is open (`txn.id()`): its pages cannot be
     reused until then. None too if the snapshot's meta page was already overwritten by two later
     commits (there is nothing left to check it against).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         first = read_meta(fd, 0)
         metas = [first, read_meta(fd, 1, first.page_size)]
@@ -236,6 +235,4 @@ def check_file(path: str, txnid: int) -> str | None:
         return str(exc)
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         return f"unreadable structure: {exc}"
-    finally:
-        os.close(fd)
     return None

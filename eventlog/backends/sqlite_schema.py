@@ -297,13 +297,14 @@ def _apply(
 def inspect(path: Path, *, check: bool = False) -> tuple[int, bool]:
     """(schema version, has search) of an existing store; raise naming the file if it is bad.
 
-    A file that is refused is left as it was found: the -wal and -shm files SQLite makes on
-    connecting are removed again if they were not there before.
+    A damaged file is left as it was found: the -wal and -shm files SQLite makes on connecting
+    are removed again if they were not there before. (Not for a busy, foreign or newer
+    database, which another program may be opening at this moment.)
     """
     before = {p for p in _siblings(path) if p.exists()}
     try:
         return _inspect(path, check)
-    except BaseException:
+    except CorruptionError:
         for sibling in _siblings(path):
             if sibling not in before:
                 with contextlib.suppress(OSError):

@@ -52,7 +52,7 @@ def expected_seq_option(default: str) -> Callable[[Callable[..., Any]], Callable
     def parse(ctx: click.Context, param: click.Parameter, value: str) -> ExpectedSeq:
         if value in (ANY, NO_STREAM):
             return value
-        if value.isdigit() and int(value) <= MAX_SEQ:
+        if value.isascii() and value.isdigit() and int(value) <= MAX_SEQ:
             return int(value)
         raise click.BadParameter("must be a seq, 'any' or 'no_stream'")
 

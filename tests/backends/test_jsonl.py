@@ -244,11 +244,40 @@ def test_committed_events_are_never_cut(root: Path, cut: int) -> None:
     assert str(path) in str(err.value)
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     (root / "index.log").unlink()
+    assert el.store_exists(f"jsonl://{root}")  # still a store (read commands open it)
     with _open(root) as store:
         (repair,) = _backend(store).repairs
         assert repair.line == 5  # the whole unfinished batch, seqs 4-11
         assert _texts(store, "s") == ["m0", "m1", "m2"]
         assert _texts(store, "t") == ["t0"]
+
+
+def test_an_interrupt_after_the_index_write_keeps_the_commit(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C landing just after the index line is written: the append is committed, so its
+    lines stay (cutting them would leave an index that lists events the file lacks)."""
+    store = _open(root)
+    store.append("s", _events(1, "first"))
+    real = os.write
+
+    def write_then_interrupt(fd: int, data: bytes) -> int:
+        done = real(fd, data)
+        if bytes(data).startswith(b"B "):
+            raise KeyboardInterrupt
+        return done
+
+    monkeypatch.setattr(os, "write", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        store.append("s", _events(1, "interrupted"))
+    monkeypatch.undo()
+    assert _texts(store, "s") == ["first0", "interrupted0"]
+    store.append("s", _events(1, "after"))
+    store.close()
+    with _open(root) as again:
+        assert _backend(again).repairs == []
+        assert _texts(again, "s") == ["first0", "interrupted0", "after0"]
+        assert again.verify().ok
 
 
 def test_a_file_cut_at_an_append_boundary_is_not_silently_shorter(root: Path) -> None:
@@ -259,7 +288,7 @@ def test_a_file_cut_at_an_append_boundary_is_not_silently_shorter(root: Path) ->
         path = _backend(store).stream_path("s")
     with path.open("r+b") as f:
         f.truncate(first_end)
-    with pytest.raises(el.CorruptionError, match="the file ends at seq 3, but index.log lists"):
+    with pytest.raises(el.CorruptionError, match="holds seqs up to 2 only, but index.log lists"):
         _open(root)
 
 

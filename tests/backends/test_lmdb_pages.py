@@ -111,6 +111,17 @@ def test_a_healthy_store_passes_and_has_the_shapes_the_tests_damage(store_dir: P
         assert store.backend.check_storage() is None
 
 
+def test_verify_reads_the_file_it_opened_after_a_change_of_directory(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check reads data.mdb through the handle opened with the store, not by a path that
+    the working directory (or a move of the store) could make name another file."""
+    monkeypatch.chdir(store_dir.parent)
+    with el.open(f"lmdb://{store_dir.name}") as store:
+        monkeypatch.chdir("/")
+        assert store.verify().ok
+
+
 def _problem(root: Path) -> str:
     report = _verify(root)
     assert report["ok"] is False and report["events"] == 0, report
