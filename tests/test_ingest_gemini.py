@@ -136,8 +136,10 @@ def test_blocked_prompt() -> None:
 def test_errors() -> None:
     with pytest.raises(ProviderMappingError, match="truncated"):
         ingest_stream(chunks()[:-1])
-    with pytest.raises(ProviderMappingError, match="not a GenerateContentResponse"):
-        ingest_response({"choices": []})
+    with pytest.raises(ProviderMappingError, match="^gemini response: not a GenerateContent"):
+        ingest_response({"choices": []})  # a body, not "stream event #1"
+    with pytest.raises(ProviderMappingError, match="gemini response: no candidate has a finish"):
+        ingest_response(chunks()[0])
     with pytest.raises(ProviderMappingError, match="reported an error"):
         ingest_response({"error": {"code": 429, "message": "quota"}})
     with pytest.raises(ProviderMappingError, match=r"functionCall\.name: missing"):

@@ -189,12 +189,16 @@ class Accumulator(ABC):
     def __init__(self) -> None:
         self.count = 0
         """How many events were fed."""
+        self.body = False
+        """Fed one whole response body rather than stream events (Gemini: the same shape)."""
         self._where = f"{self.label} stream"
 
     def feed(self, chunk: Any) -> None:
         """Fold one stream event: a dict, an SDK event object, or JSON text."""
         self.count += 1
-        self._where = f"{self.label} stream event #{self.count}"
+        self._where = (
+            f"{self.label} response" if self.body else f"{self.label} stream event #{self.count}"
+        )
         if isinstance(chunk, str | bytes):
             chunk = decode_json(chunk, self._where)
         self._feed(as_dict(chunk, self._where), self._where)

@@ -162,10 +162,12 @@ class GeminiAccumulator(Accumulator):
 
     def result(self) -> ModelOutput:
         """The finished output; a mapping error if no chunk carried a finishReason."""
-        where = f"{self.label} stream"
+        where = f"{self.label} response" if self.body else f"{self.label} stream"
         if not self._responses:
             raise mapping_error(where, "no GenerateContentResponse chunks")
         if self._finish is None:
+            if self.body:
+                raise mapping_error(where, "no candidate has a finishReason (unfinished?)")
             raise mapping_error(
                 where, f"truncated: ended after {self.count} chunks without a finishReason"
             )
@@ -199,6 +201,7 @@ def ingest_response(body: Any, *, candidate: int = 0) -> ModelOutput:
     if isinstance(body, list):
         acc.feed_all(body)
     else:
+        acc.body = True
         acc.feed(body)
     return acc.result()
 
