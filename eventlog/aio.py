@@ -7,10 +7,11 @@ from many tasks reach the backend together, where group commit can share one fsy
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-from eventlog.backends.base import Durability, ForkInfo, SearchHit, StreamInfo
+from eventlog.backends.base import Backend, Durability, ForkInfo, SearchHit, StreamInfo
+from eventlog.codec import Codec
 from eventlog.events import Event, EventData, RecordedEvent
 from eventlog.store import ANY, MAX_SEQ, PAGE, ExpectedSeq, Store, VerifyReport
 
@@ -21,6 +22,26 @@ class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
         """The underlying synchronous store."""
+
+    @property
+    def backend(self) -> Backend:
+        """The backend the store writes to."""
+        return self.sync.backend
+
+    @property
+    def codec(self) -> Codec:
+        """The store's codec."""
+        return self.sync.codec
+
+    @property
+    def location(self) -> str:
+        """Where the data lives."""
+        return self.sync.location
+
+    @property
+    def closed(self) -> bool:
+        """Whether the store was closed."""
+        return self.sync.closed
 
     async def append(
         self,
@@ -52,11 +73,16 @@ class AsyncStore:
 
         return await asyncio.to_thread(run)
 
-    async def iter(
+    def iter(
         self, stream: str, first: int = 1, last: int | None = None
     ) -> AsyncIterator[RecordedEvent]:
-        """Events of a stream, fetched a page at a time."""
-        self.sync.read(stream, first, last)  # checks the arguments now, as `read` does
+        """Events of a stream, fetched a page at a time (bad arguments raise now, as in `read`)."""
+        self.sync.read(stream, first, last)
+        return self._pages(stream, first, last)
+
+    async def _pages(
+        self, stream: str, first: int, last: int | None
+    ) -> AsyncIterator[RecordedEvent]:
         cursor = first
         while last is None or cursor <= last:
             stop = min(cursor + PAGE - 1, MAX_SEQ if last is None else last)
@@ -113,14 +139,23 @@ class AsyncStore:
         """Fork entries."""
         return await asyncio.to_thread(self.sync.forks, stream)
 
-    async def verify(self, stream: str | None = None) -> VerifyReport:
-        """Check hash chains (see Store.verify)."""
-        return await asyncio.to_thread(self.sync.verify, stream)
+    async def verify(
+        self,
+        stream: str | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+        upto: int | None = None,
+    ) -> VerifyReport:
+        """Check hash chains (see Store.verify; `progress` is called from a worker thread)."""
+        return await asyncio.to_thread(self.sync.verify, stream, progress=progress, upto=upto)
 
     async def subscribe(
         self, after: int = 0, *, poll_interval: float | None = None
     ) -> AsyncIterator[RecordedEvent]:
-        """Catch up from a position, then yield new events as they commit, until cancelled."""
+        """Catch up from a position, then yield new events as they commit.
+
+        It runs until cancelled, or ends when the store is closed.
+        """
         sub = self.sync.subscribe(after)
         wait = self.sync.poll_interval if poll_interval is None else poll_interval
         try:

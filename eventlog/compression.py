@@ -88,10 +88,13 @@ class Compression:
         if mode not in ("none", "zstd"):
             raise ValueError(f"compression must be 'none' or 'zstd', got {mode!r}")
         self.mode: Mode = "zstd" if mode == "zstd" else "none"
-        self.min_bytes = DEFAULT_MIN_BYTES if min_bytes is None else int(min_bytes)
+        for name, value in (("compress_min_bytes", min_bytes), ("zstd_level", level)):
+            if value is not None and type(value) is not int:  # not 1.5 silently made 1, nor True
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        self.min_bytes = DEFAULT_MIN_BYTES if min_bytes is None else min_bytes
         if self.min_bytes < 0:
             raise ValueError(f"compress_min_bytes must be >= 0, got {min_bytes}")
-        self.level = DEFAULT_LEVEL if level is None else int(level)
+        self.level = DEFAULT_LEVEL if level is None else level
         self._blobs = blobs
         self._zstd: Any = None
         self._dicts: dict[int, Any] = {}

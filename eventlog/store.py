@@ -129,7 +129,7 @@ class Store:
             if max_event_bytes is None
             else Codec(backend.format, max_event_bytes=max_event_bytes, compression=packer)
         )
-        self.durability = Durability(durability)
+        self.durability = _durability(durability)
         self.poll_interval = poll_interval
         self._closed = False
         self._forked = False
@@ -195,7 +195,7 @@ class Store:
             if len(self._valid_names) < _VALID_NAMES_KEPT:
                 self._valid_names.add(stream)
         _check_expected(expected_seq)
-        level = self.durability if durability is None else Durability(durability)
+        level = self.durability if durability is None else _durability(durability)
         encoded = self._codec.encode_events(events)
         if not encoded:
             if expected_seq != ANY:  # nothing to write, but the expectation still holds or not
@@ -439,6 +439,8 @@ class Store:
         if last is not None:
             _check_int(last, "last", 0)
             if last < first:
+                if not self.exists(stream):  # as for any other range
+                    raise StreamNotFoundError(stream)
                 return iter(())
         if limit is not None:
             _check_int(limit, "limit", 0)
@@ -903,6 +905,17 @@ def _check_expected(expected: object) -> None:
             f"must be an int from 0 to 2**63 - 1, 'any' or 'no_stream', got {expected!r}",
             field="expected_seq",
         )
+
+
+def _durability(value: Durability | str) -> Durability:
+    """A durability level; ValidationError naming the choices for anything else."""
+    try:
+        return Durability(value)
+    except ValueError:
+        choices = ", ".join(d.value for d in Durability)
+        raise ValidationError(
+            f"must be one of {choices}, got {value!r}", field="durability"
+        ) from None
 
 
 def _check_int(value: object, field: str, low: int) -> None:

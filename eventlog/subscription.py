@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from eventlog.errors import StoreClosedError
 from eventlog.events import RecordedEvent
 
 if TYPE_CHECKING:
@@ -29,19 +31,33 @@ class Subscription:
         """Position of the last event delivered."""
 
     def _fill(self) -> bool:
-        page = list(self._store.read_all(self._fetched, self._batch))
+        """Read the next page into the buffer; False if there was none (or the store closed)."""
+        try:
+            page = list(self._store.read_all(self._fetched, self._batch))
+        except StoreClosedError:  # closed while this subscriber waited: the end, not an error
+            self._closed = True
+            return False
         if page:
             self._buffer.extend(page)
             self._fetched = page[-1].position
         return bool(page)
 
     def poll(self, timeout: float = 0.0) -> list[RecordedEvent]:
-        """Events available now; wait up to `timeout` seconds for some if there are none."""
+        """Events available now; wait up to `timeout` seconds for some if there are none.
+
+        A commit of this store object ends the wait at once; other processes' commits are
+        looked for every poll interval, as iteration does.
+        """
         if not self._buffer and not self._closed:
-            seen = self._store.commit_count
-            if not self._fill() and timeout > 0:
-                self._store.wait_for_commit(seen, timeout)
-                self._fill()
+            deadline = time.monotonic() + timeout
+            while not self._closed and not self._store.closed:
+                seen = self._store.commit_count
+                if self._fill():
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._store.wait_for_commit(seen, min(left, self._store.poll_interval))
         out = list(self._buffer)
         self._buffer.clear()
         if out:

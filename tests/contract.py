@@ -973,7 +973,14 @@ class BackendContract:
                 assert (await store.get("f", 2)).seq == 2
                 assert await store.exists("f") and await store.ancestry("f") == [("s0", 2)]
                 with pytest.raises(el.ValidationError):
-                    [e async for e in store.iter("bad\nname", 2, 1)]
+                    store.iter("bad\nname", 2, 1)  # at the call, as read does
+                with pytest.raises(el.ValidationError):
+                    store.iter("s0", 0)
+                ticks: list[int] = []
+                report = await store.verify(progress=ticks.append, upto=6)
+                assert report.ok and report.events == 6 and ticks
+                assert store.location and store.backend is store.sync.backend
+                assert store.codec is store.sync.codec and not store.closed
                 return got
 
         assert asyncio.run(scenario()) == list(range(1, 13))
@@ -1086,6 +1093,54 @@ class DurableContract(BackendContract):
             assert store.backend.load_snapshot("p", "state", 1, None) == (3, b"snap")
             store.append("p", text_events(1, "again"), expected_seq=3)
             assert store.verify().ok
+
+    def test_poll_sees_another_writer_within_the_poll_interval(self, fresh_url: FreshURL) -> None:
+        """A commit by another store object (as by another process) ends `poll(timeout)` within
+        the poll interval, not at the timeout."""
+        url = fresh_url()
+        with el.open(url) as reader, el.open(url) as writer:
+            writer.append("s", text_events(1))
+            sub = reader.subscribe(after=reader.head_position())
+            threading.Timer(0.2, lambda: writer.append("s", text_events(1, "late"))).start()
+            started = time.monotonic()
+            late = sub.poll(timeout=10)
+            assert texts_of(late) == ["late0"]
+            assert time.monotonic() - started < 5  # 10 s before the fix
+
+    def test_closing_the_store_ends_its_subscriptions_quietly(self, fresh_url: FreshURL) -> None:
+        store = el.open(fresh_url())
+        store.append("s", text_events(1))
+        seen: list[object] = []
+
+        def follow() -> None:
+            try:
+                seen.extend(e.seq for e in store.subscribe())
+            except BaseException as exc:  # pragma: no cover - the failure reported below
+                seen.append(exc)
+
+        follower = threading.Thread(target=follow)
+        follower.start()
+        assert wait_for(lambda: seen == [1])
+        store.close()
+        follower.join(10)
+        assert not follower.is_alive() and seen == [1]
+
+        async def consume() -> list[int]:
+            async with el.open_async(fresh_url()) as astore:
+                await astore.append("s", text_events(1))
+                got: list[int] = []
+
+                async def read() -> None:
+                    async for event in astore.subscribe():
+                        got.append(event.seq)
+
+                task = asyncio.create_task(read())
+                await asyncio.sleep(0.2)
+                await astore.close()
+                await asyncio.wait_for(task, 10)  # ends; no StoreClosedError
+                return got
+
+        assert asyncio.run(consume()) == [1]
 
     def test_two_store_objects_see_each_other(self, fresh_url: FreshURL) -> None:
         url = fresh_url()

@@ -107,3 +107,17 @@ def test_a_bad_store_option_writes_nothing(
     with pytest.raises(el.UsageError, match=match):
         el.open(f"{url}?{query}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_keyword_options_are_checked_as_strictly_as_the_url() -> None:
+    """1.5 is not silently made 1, nor True taken for level 1."""
+    pytest.importorskip("zstandard")
+    with pytest.raises(el.UsageError, match="compress_min_bytes must be an integer, got 1.5"):
+        el.open("memory://", compression="zstd", compress_min_bytes=1.5)
+    with pytest.raises(el.UsageError, match="zstd_level must be an integer, got True"):
+        el.open("memory://", compression="zstd", zstd_level=True)
+    with el.open("memory://") as store:
+        with pytest.raises(el.ValidationError, match="must be one of fsync, batch, none"):
+            store.append("s", [el.ModelInput.from_text("x")], durability="nope")
+        with pytest.raises(el.StreamNotFoundError):
+            store.read("missing", 5, 2)  # an empty range of a stream that does not exist
