@@ -134,6 +134,11 @@ STORE_FILES: dict[str, frozenset[str]] = {
 _MARKERS = {"jsonl": frozenset({"index.log", "streams"}), "lmdb": frozenset({"data.mdb"})}
 
 
+def holds_store(path: Path, scheme: str) -> bool:
+    """Whether the directory at `path` holds a `scheme` store (one of its marker files)."""
+    return any((path / name).exists() for name in _MARKERS[scheme])
+
+
 def check_store_directory(path: Path, scheme: str) -> None:
     """Raise UsageError unless `path` can hold a `scheme` store: missing, empty, or one already.
 

@@ -43,6 +43,7 @@ from eventlog.backends.base import (
     Record,
     StreamInfo,
     check_store_directory,
+    holds_store,
     seconds_option,
 )
 from eventlog.backends.group_commit import GroupQueue, Job
@@ -1422,7 +1423,7 @@ class JSONLBackend(Backend):
     def exists_at(cls, path: str) -> bool:
         """Whether the directory holds a JSONL store (its index, or its stream files)."""
         # streams/ alone: a store whose index.log was deleted (the next open rebuilds it)
-        return bool(path) and any((Path(path) / m).exists() for m in ("index.log", "streams"))
+        return bool(path) and holds_store(Path(path), "jsonl")
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> JSONLBackend:

@@ -49,6 +49,7 @@ from eventlog.backends.base import (
     Record,
     StreamInfo,
     check_store_directory,
+    holds_store,
 )
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.lmdb_pages import check_file
@@ -1071,7 +1072,7 @@ class LMDBBackend(Backend):
     @classmethod
     def exists_at(cls, path: str) -> bool:
         """Whether the directory holds an LMDB environment."""
-        return bool(path) and (Path(path) / "data.mdb").is_file()
+        return bool(path) and holds_store(Path(path), "lmdb")
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> LMDBBackend:

@@ -31,7 +31,6 @@ F_BIGDATA, F_SUBDATA = 0x01, 0x02
 P_INVALID = 2**64 - 1
 """The root of an empty tree."""
 MAGIC, DATA_VERSION = 0xBEEFC0DE, 1
-FREE_DBI, MAIN_DBI = 0, 1
 
 _PAGE = struct.Struct("<QHHHH")
 _NODE = struct.Struct("<HHHH")
