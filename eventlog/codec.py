@@ -17,9 +17,9 @@ from eventlog.backends.base import DECODE_ERRORS, STORED_VALUE_ERRORS, Record
 from eventlog.backends.envelope import (
     PackedRow,
     StreamRow,
-    damaged,
-    decode_envelope,
-    to_record,
+    exact_event,
+    typed_decoder,
+    unpack_record,
 )
 from eventlog.compression import Compression
 from eventlog.errors import CorruptionError, SchemaVersionError, ValidationError
@@ -550,50 +550,47 @@ class Codec:
         location: str = "",
         stream: str | None = None,
     ) -> list[RecordedEvent]:
-        """Decode packed rows to events: one envelope decode and one payload decode each.
+        """Decode packed rows to events: record and payload in one msgspec call each.
 
         With `stream`, the rows are `StreamRow`s of that stream (a reader that knows the stream
         need not fetch its name for every row). Plain payloads of the current schema version take
-        the fast path; compressed, upcast, meta-carrying or undecodable ones go through
+        the one-pass path; compressed, upcast, meta-carrying or undecodable ones go through
         `to_event` and its checks and messages.
         """
+        types = self.payload_types()
+        if types is None:  # no union of the payload classes: each record through `to_event`
+            return [self.to_event(rec, location) for rec in self._unpack(rows, location, stream)]
+        decode, current = typed_decoder(types.union).decode, types.current
         out: list[RecordedEvent] = []
         append = out.append
-        decoders = self._decoders
+        to_event = self.to_event
         for row in rows:
             if stream is None:
-                position, row_stream, env, data = row  # type: ignore[misc]
+                position, row_stream, packed = row  # type: ignore[misc]
             else:
-                position, env, data = row  # type: ignore[misc]
+                position, packed = row  # type: ignore[misc]
                 row_stream = stream
             try:
-                e = decode_envelope(env)
-            except STORED_VALUE_ERRORS as exc:  # TypeError: stored as non-bytes
-                raise damaged(exc, position, row_stream, location) from exc
-            entry = decoders.get(e.type)
-            if entry is not None and not e.codec and not e.meta and e.version == entry[0]:
-                try:
-                    value = entry[1](data)
-                except STORED_VALUE_ERRORS:
-                    pass  # to_event below raises the CorruptionError that says where
-                else:
-                    append(
-                        RecordedEvent(
-                            id=e.id,
-                            stream=row_stream,
-                            seq=e.seq,
-                            position=position,
-                            ts=e.ts,
-                            data=value,
-                            meta={},
-                            causation_id=e.causation_id,
-                            correlation_id=e.correlation_id,
-                            hash=e.hash.hex(),
-                        )
-                    )
-                    continue
-            append(self.to_event(to_record(position, row_stream, e, data), location))
+                event = exact_event(decode(packed), current, row_stream, position)
+            except STORED_VALUE_ERRORS:  # TypeError: stored as non-bytes
+                event = None  # unpack_record below raises the CorruptionError that says where
+            if event is None:
+                event = to_event(unpack_record(position, row_stream, packed, location), location)
+            append(event)
         return out
+
+    @staticmethod
+    def _unpack(
+        rows: Sequence[PackedRow] | Sequence[StreamRow], location: str, stream: str | None
+    ) -> Iterable[Record]:
+        """The records of packed rows (of `stream`, if given: then they are `StreamRow`s)."""
+        for row in rows:
+            if stream is None:
+                position, row_stream, packed = row  # type: ignore[misc]
+            else:
+                position, packed = row  # type: ignore[misc]
+                row_stream = stream
+            yield unpack_record(position, row_stream, packed, location)
 
 
 def _check_json(value: object, field: str, check: Check, index: int) -> None:

@@ -77,6 +77,8 @@ class CorruptionError(EventlogError):
         seq: int | None = None,
         location: str | None = None,
     ):
+        self.message = message
+        """What is wrong, without the place (which `stream`, `seq` and `location` give)."""
         self.stream = stream
         self.seq = seq
         self.location = location

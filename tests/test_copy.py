@@ -171,8 +171,7 @@ def test_damaged_source_writes_nothing(url_of: Callable[[str], str]) -> None:
         path = source.backend.path  # type: ignore[attr-defined]
         with sqlite3.connect(path) as conn:
             conn.execute(
-                "UPDATE events SET data = CAST(data || x'00' AS BLOB) "
-                "WHERE stream = 'b' AND seq = 2"
+                "UPDATE events SET rec = CAST(rec || x'00' AS BLOB) WHERE stream = 'b' AND seq = 2"
             )
         with pytest.raises(el.CorruptionError, match="does not verify.*nothing was copied"):
             copy_store(source, target)

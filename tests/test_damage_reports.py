@@ -33,11 +33,11 @@ def _replace_bytes(backend: str, tmp_path: Path, old: bytes, new: bytes) -> None
     """Replace `old` by `new` in the stored payloads (same length)."""
     if backend == "sqlite":
         conn = sqlite3.connect(tmp_path / "s.db")
-        rows = conn.execute("SELECT position, data FROM events").fetchall()
+        rows = conn.execute("SELECT position, rec FROM events").fetchall()
         for position, data in rows:
             if old in data:
                 conn.execute(
-                    "UPDATE events SET data = ? WHERE position = ?",
+                    "UPDATE events SET rec = ? WHERE position = ?",
                     (data.replace(old, new), position),
                 )
         conn.commit()

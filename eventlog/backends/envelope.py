@@ -1,21 +1,31 @@
-"""The packed envelope: every field of a record but its stream, position and payload, in one blob.
+"""The packed record: every field of a record but its stream and position, in one blob.
 
-Backends that store it (SQLite) read one blob per event instead of a column per field, and the
-core decodes it with one msgspec call straight into the event users see (`Codec.to_events`),
-without building a `Record` in between. The blob is a MessagePack array in `Envelope`'s field
-order; the payload stays a separate value so it is never copied into or out of the envelope.
+Backends that store it (SQLite) read one value per event instead of a column per field, and the
+core decodes it with one msgspec call straight into the event users see, payload included
+(`Codec.to_events`), without building a `Record` in between. The blob is a MessagePack array in
+`Packed`'s field order; the payload comes last and inline when it is plain MessagePack (so a
+typed decoder reads it in the same pass), or as a bin when it is compressed (or JSON, on the
+generic path of backends that store fields separately).
 """
 
 from __future__ import annotations
 
+import functools
+from typing import Any, Generic, TypeVar
+
 import msgspec
 
-from eventlog.backends.base import Record
+from eventlog.backends.base import STORED_VALUE_ERRORS, Record
 from eventlog.errors import CorruptionError
+from eventlog.events import RecordedEvent
 
 
-class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """A record's envelope as stored: seq, id, time, kind, links, hash and payload codec."""
+class Packed(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A packed record as stored: seq, id, time, kind, links, hash, payload codec, payload.
+
+    `data` is the payload's MessagePack value as stored: the plain payload itself, or a bin
+    holding the stored bytes (a compressed payload, or a JSON one).
+    """
 
     seq: int
     id: str
@@ -27,34 +37,55 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):
     correlation_id: str | None
     hash: bytes
     codec: int
+    data: msgspec.Raw
 
 
-PackedRow = tuple[int, str, bytes, bytes]
-"""(position, stream, packed envelope, stored payload): one event as a packing backend reads it."""
-StreamRow = tuple[int, bytes, bytes]
-"""(position, packed envelope, stored payload): a `PackedRow` read from a stream known to all."""
+P = TypeVar("P")
+
+
+class TypedPacked(msgspec.Struct, Generic[P], array_like=True, frozen=True, gc=False):
+    """A packed record decoded in one pass with its payload typed.
+
+    `P` is the registered payload classes' union (`eventlog.codec.PayloadTypes`); a compressed
+    payload (a bin) decodes as bytes.
+    """
+
+    seq: int
+    id: str
+    ts: int
+    type: str
+    version: int
+    meta: bytes
+    causation_id: str | None
+    correlation_id: str | None
+    hash: bytes
+    codec: int
+    data: P | bytes
+
+
+PackedRow = tuple[int, str, bytes]
+"""(position, stream, packed record): one event as a packing backend reads it."""
+StreamRow = tuple[int, bytes]
+"""(position, packed record): a `PackedRow` read from a stream known to all."""
 
 _encode = msgspec.msgpack.Encoder().encode
-decode_envelope = msgspec.msgpack.Decoder(Envelope).decode
-"""Packed bytes -> Envelope; raises msgspec.DecodeError on damaged bytes."""
+_decode = msgspec.msgpack.Decoder(Packed).decode
+_decode_bin = msgspec.msgpack.Decoder(bytes).decode
+_BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")
+"""First bytes of a MessagePack bin."""
 
 
-def damaged(exc: Exception, position: int, stream: str, location: str) -> CorruptionError:
-    """The error for an envelope that does not decode, naming where it is stored."""
-    return CorruptionError(
-        f"envelope at position {position} does not decode: {exc}",
-        stream=stream,
-        location=location or None,
-    )
+@functools.lru_cache(maxsize=4)
+def typed_decoder(union: Any) -> msgspec.msgpack.Decoder[TypedPacked[Any]]:
+    """The one-pass decoder of packed records for a union of payload classes."""
+    return msgspec.msgpack.Decoder(TypedPacked[union])
 
 
-def pack_fields(fields: tuple[object, ...]) -> bytes:
-    """The packed envelope of its fields, given in `Envelope`'s order (e.g. a table row)."""
-    return _encode(fields)
+def pack_record(rec: Record, inline: bool = True) -> bytes:
+    """The packed record of a record: a plain payload inline, a compressed one as a bin.
 
-
-def pack_envelope(rec: Record) -> bytes:
-    """The packed envelope of a record."""
+    `inline=False` keeps every payload a bin: for payloads that are not MessagePack (JSON).
+    """
     return _encode(
         (
             rec.seq,
@@ -67,34 +98,84 @@ def pack_envelope(rec: Record) -> bytes:
             rec.correlation_id,
             rec.hash,
             rec.codec,
+            msgspec.Raw(rec.data) if inline and not rec.codec else rec.data,
         )
     )
 
 
-def unpack_record(position: int, stream: str, env: bytes, data: bytes) -> Record:
-    """The record of a packed row; raises msgspec.DecodeError on a damaged envelope."""
-    return to_record(position, stream, decode_envelope(env), data)
-
-
-def to_record(position: int, stream: str, e: Envelope, data: bytes) -> Record:
-    """The record of a decoded envelope, its stream, position and stored payload."""
+def unpack_record(position: int, stream: str, packed: bytes, location: str = "") -> Record:
+    """The record of a packed row; CorruptionError, saying where, if it is damaged."""
+    if not isinstance(packed, bytes):  # a value edited in as text or a number
+        raise CorruptionError(
+            f"record at position {position} is stored as {type(packed).__name__}, not bytes",
+            stream=stream,
+            location=location or None,
+        )
+    try:
+        p = _decode(packed)
+        raw = bytes(p.data)
+        # A payload stored inline is a map or an array, never a bin. (A compressed one that is
+        # not a bin is kept as it is: decompressing it then says what is wrong, and where.)
+        data = _decode_bin(raw) if raw[:1] in _BIN_MARKERS else raw
+    except STORED_VALUE_ERRORS as exc:
+        raise CorruptionError(
+            f"record at position {position} does not decode: {exc}",
+            stream=stream,
+            location=location or None,
+        ) from exc
     return Record(
-        e.id,
+        p.id,
         stream,
-        e.seq,
-        e.ts,
-        e.type,
-        e.version,
+        p.seq,
+        p.ts,
+        p.type,
+        p.version,
         data,
-        e.meta,
-        e.causation_id,
-        e.correlation_id,
-        e.hash,
-        e.codec,
+        p.meta,
+        p.causation_id,
+        p.correlation_id,
+        p.hash,
+        p.codec,
         position,
     )
 
 
 def pack_rows(records: list[Record]) -> list[PackedRow]:
     """Packed rows of records (the generic path for backends that store fields separately)."""
-    return [(r.position, r.stream, pack_envelope(r), r.data) for r in records]
+    return [(r.position, r.stream, pack_record(r, inline=False)) for r in records]
+
+
+def exact_event(
+    r: Any,
+    current: dict[str, tuple[type, int]],
+    stream: str,
+    position: int,
+) -> RecordedEvent | None:
+    """The event of a record decoded with its payload typed, if that decode is exact.
+
+    `r` is a `TypedPacked` or a backend's own typed record with the same fields (LMDB's).
+
+    It is when the payload is plain, has no meta, and its class is the one the record's type
+    names at its current schema version (`PayloadTypes.current`); otherwise None, and the caller
+    takes the codec's path, which upcasts or raises the CorruptionError that says where.
+    """
+    if (
+        r.codec
+        or r.meta
+        or (kind := current.get(r.type)) is None
+        or kind[0] is not type(r.data)
+        or kind[1] != r.version
+    ):
+        return None
+    return RecordedEvent(
+        id=r.id,
+        stream=stream,
+        seq=r.seq,
+        position=position,
+        ts=r.ts,
+        data=r.data,  # type: ignore[arg-type]  # a payload class: its kind was checked
+        meta={},
+        causation_id=r.causation_id,
+        correlation_id=r.correlation_id,
+        hash=r.hash.hex(),
+    )

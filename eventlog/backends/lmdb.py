@@ -51,6 +51,7 @@ from eventlog.backends.base import (
     check_store_directory,
     holds_store,
 )
+from eventlog.backends.envelope import exact_event
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.lmdb_pages import check_file
 from eventlog.errors import (
@@ -136,37 +137,6 @@ class _TypedRecord(msgspec.Struct, Generic[P], frozen=True, array_like=True, gc=
 @functools.lru_cache(maxsize=4)
 def _typed_decoder(union: Any) -> msgspec.msgpack.Decoder[_TypedRecord[Any]]:
     return msgspec.msgpack.Decoder(_TypedRecord[union])
-
-
-def _exact_event(
-    r: _TypedRecord[Any], current: dict[str, tuple[type, int]], stream: str
-) -> RecordedEvent | None:
-    """The event of a record decoded with its payload typed, if that decode is exact.
-
-    It is when the payload is plain, has no meta, and its class is the one the record's type
-    names at its current schema version (`PayloadTypes.current`); otherwise None, and the caller
-    takes the codec's path, which upcasts or raises the CorruptionError that says where.
-    """
-    if (
-        r.codec
-        or r.meta
-        or (kind := current.get(r.type)) is None
-        or kind[0] is not type(r.data)
-        or kind[1] != r.version
-    ):
-        return None
-    return RecordedEvent(
-        id=r.id,
-        stream=stream,
-        seq=r.seq,
-        position=r.position,
-        ts=r.ts,
-        data=r.data,  # type: ignore[arg-type]  # a payload class: its kind was checked
-        meta={},
-        causation_id=r.causation_id,
-        correlation_id=r.correlation_id,
-        hash=r.hash.hex(),
-    )
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -800,7 +770,7 @@ class LMDBBackend(Backend):
                 if r is not None and r.stream == stream:
                     if r.seq > end if not backwards else r.seq < first:
                         break
-                    event = _exact_event(r, current, stream)
+                    event = exact_event(r, current, stream, r.position)
                     if event is None:
                         slow.append(len(out))
                         append(row(txn, bytes(cur.key()), value, stream))
@@ -845,7 +815,7 @@ class LMDBBackend(Backend):
                 except DECODE_ERRORS:
                     event = None
                 else:
-                    event = _exact_event(r, current, r.stream)
+                    event = exact_event(r, current, r.stream, r.position)
                 if event is None:
                     slow.append(len(out))
                     append(row(txn, bytes(ekey), value))

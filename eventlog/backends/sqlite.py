@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.backends.base import (
-    STORED_VALUE_ERRORS,
     Backend,
     Conflict,
     Durability,
@@ -28,13 +27,7 @@ from eventlog.backends.base import (
     StreamInfo,
     seconds_option,
 )
-from eventlog.backends.envelope import (
-    PackedRow,
-    damaged,
-    decode_envelope,
-    pack_envelope,
-    unpack_record,
-)
+from eventlog.backends.envelope import PackedRow, pack_record, unpack_record
 from eventlog.backends.sqlite_schema import FTS_TABLE, TEXT_TABLE, database_path, open_schema
 from eventlog.backends.sqlite_writer import GroupWriter
 from eventlog.errors import (
@@ -49,11 +42,11 @@ if TYPE_CHECKING:
     from eventlog.codec import Codec
     from eventlog.events import RecordedEvent
 
-_SELECT = "SELECT position, stream, env, data FROM events"
-"""A packed row (see eventlog.backends.envelope): four columns instead of one per field."""
-_SELECT_OWN = "SELECT position, env, data FROM events"
+_SELECT = "SELECT position, stream, rec FROM events"
+"""A packed row (see eventlog.backends.envelope): three columns instead of one per field."""
+_SELECT_OWN = "SELECT position, rec FROM events"
 """A stream row (`StreamRow`): a packed row of a stream the reader names."""
-_INSERT = "INSERT INTO events (id, stream, seq, ts, type, env, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO events (id, stream, seq, ts, type, rec) VALUES (?, ?, ?, ?, ?, ?)"
 _FORKED = "SELECT 1 FROM forks WHERE stream = ?"
 _FORK_TYPES = (str, str, int, int)
 """Types of a forks row: stream, parent, at_seq, ts."""
@@ -82,7 +75,7 @@ _ID_CHUNK = 500
 _OPTIONS = {"search", "busy_timeout", "check"}
 _MMAP_BYTES = 256 * 1024 * 1024
 _ROW_BYTES = 120
-"""A row's bytes besides its envelope and payload (id, stream, seq, ts, type, index entries)."""
+"""A row's bytes besides its packed record (id, stream, seq, ts, type, index entries)."""
 _TRUE = {"on", "true", "1", "yes"}
 _FALSE = {"off", "false", "0", "no"}
 
@@ -255,7 +248,7 @@ class SQLiteBackend(Backend):
         search = self.search_enabled
 
         # Built before taking the write lock, so the transaction only runs SQL.
-        rows = [(r.id, r.stream, r.seq, r.ts, r.type, pack_envelope(r), r.data) for r in records]
+        rows = [(r.id, r.stream, r.seq, r.ts, r.type, pack_record(r)) for r in records]
         texts = [(i, r.text) for i, r in enumerate(records, 1) if r.text] if search else []
         first = records[0]
 
@@ -279,7 +272,7 @@ class SQLiteBackend(Backend):
 
         # One row of a stream past its first event is one INSERT: atomic on its own.
         alone = len(rows) == 1 and not texts and first.seq != 1
-        size = sum(len(row[5]) + len(row[6]) for row in rows) + _ROW_BYTES * len(rows)
+        size = sum(len(row[5]) for row in rows) + _ROW_BYTES * len(rows)
         positions: list[int] = self._writer.run(work, durability, one_statement=alone, size=size)
         return positions
 
@@ -360,16 +353,28 @@ class SQLiteBackend(Backend):
         return self._records(rows)[0] if rows else None
 
     def _records(self, rows: list[PackedRow]) -> list[Record]:
-        """Records of packed rows; a damaged envelope is a CorruptionError saying where."""
+        """Records of packed rows; a damaged one is a CorruptionError saying where."""
+        location = self.location
         try:
-            return list(starmap(unpack_record, rows))
-        except STORED_VALUE_ERRORS:  # TypeError: an envelope stored as non-bytes
-            for position, stream, env, _ in rows:
-                try:
-                    decode_envelope(env)
-                except STORED_VALUE_ERRORS as exc:
-                    raise damaged(exc, position, stream, self.location) from exc
-            raise
+            return [
+                unpack_record(position, stream, rec, location) for position, stream, rec in rows
+            ]
+        except CorruptionError as exc:
+            raise self._with_seq(exc, rows) from exc.__cause__
+
+    def _with_seq(self, exc: CorruptionError, rows: list[PackedRow]) -> CorruptionError:
+        """`exc` naming the seq of the damaged row too (its `seq` column is outside the record)."""
+        for position, stream, rec in rows:
+            try:
+                unpack_record(position, stream, rec)
+            except CorruptionError as error:
+                found = self._query("SELECT seq FROM events WHERE position = ?", (position,))
+                if found and isinstance(seq := found[0][0], int):
+                    return CorruptionError(
+                        error.message, stream=stream, seq=seq, location=self.location
+                    )
+                break
+        return exc
 
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
         """Records for whichever ids exist, via the unique id index."""

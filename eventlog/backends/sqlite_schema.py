@@ -19,10 +19,12 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import sqlite_utils
 
-from eventlog.backends.envelope import pack_fields
+from eventlog.backends.base import DECODE_ERRORS
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,
@@ -32,7 +34,7 @@ from eventlog.errors import (
 
 log = logging.getLogger("eventlog.backends.sqlite")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this eventlog writes and reads."""
 APPLICATION_ID = 0x45564C47
 """`PRAGMA application_id` of eventlog files ("EVLG")."""
@@ -115,6 +117,10 @@ def _v2(db: sqlite_utils.Database, search: bool) -> None:
 _PACKED_FIELDS = ("version", "meta", "causation_id", "correlation_id", "hash", "codec")
 """Columns of schema v2 that v3 keeps only inside the packed envelope."""
 _MIGRATE_CHUNK = 5000
+_V3_FIELDS = 10
+"""Elements of a schema v3 envelope (seq, id, ts, type, version, meta, links, hash, codec)."""
+_encode = msgspec.msgpack.Encoder().encode
+_decode_list = msgspec.msgpack.Decoder(list[Any]).decode
 
 
 def _v3(db: sqlite_utils.Database, search: bool) -> None:
@@ -141,7 +147,7 @@ def _v3(db: sqlite_utils.Database, search: bool) -> None:
             break
         conn.executemany(
             "UPDATE events SET env = ? WHERE position = ?",
-            [(pack_fields(row[1:]), row[0]) for row in rows],
+            [(_encode(row[1:]), row[0]) for row in rows],
         )
         after, done = rows[-1][0], done + len(rows)
         log.debug("packed %d of %d envelopes", done, count)
@@ -151,8 +157,56 @@ def _v3(db: sqlite_utils.Database, search: bool) -> None:
         log.info("packed %d envelopes in %.1f s", count, time.perf_counter() - started)
 
 
+def _v4(db: sqlite_utils.Database, search: bool) -> None:
+    """Keep envelope and payload in one packed record (`rec`, see eventlog.backends.envelope).
+
+    A read then fetches one blob per event and decodes envelope and typed payload with one
+    msgspec call. The v3 envelope is the record's head: its array grows by one element, the
+    payload, inline if plain and as a bin if compressed. A row whose envelope no longer decodes
+    keeps its bytes (envelope, then payload), so reads and `verify` still report it as damaged.
+    """
+    conn = db.conn
+    count = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    started = time.perf_counter()
+    if count:
+        log.info("packing the records of %d events (schema v4)", count)
+    conn.execute("ALTER TABLE events RENAME COLUMN data TO rec")
+    after = done = 0
+    while True:
+        rows = conn.execute(
+            "SELECT position, env, rec FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after, _MIGRATE_CHUNK),
+        ).fetchall()
+        if not rows:
+            break
+        conn.executemany(
+            "UPDATE events SET rec = ? WHERE position = ?",
+            [(_v4_record(env, data), position) for position, env, data in rows],
+        )
+        after, done = rows[-1][0], done + len(rows)
+        log.debug("packed %d of %d records", done, count)
+    conn.execute("ALTER TABLE events DROP COLUMN env")
+    if count:
+        log.info("packed %d records in %.1f s", count, time.perf_counter() - started)
+
+
+def _v4_record(env: object, data: object) -> object:
+    """The v4 record of a v3 row's envelope and stored payload (damage kept as it is)."""
+    if not isinstance(env, bytes):
+        return env  # text or a number where bytes belong: reads still report it
+    if not isinstance(data, bytes):
+        return data
+    try:
+        fields = _decode_list(env)
+    except DECODE_ERRORS:
+        return env + data
+    if len(fields) != _V3_FIELDS or not isinstance(codec := fields[-1], int):
+        return env + data
+    return _encode([*fields, data if codec else msgspec.Raw(data)])
+
+
 Migration = Callable[[sqlite_utils.Database, bool], None]
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3}
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 """Schema version -> function upgrading a store from the version before it."""
 
 

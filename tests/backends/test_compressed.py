@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import itertools
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,12 @@ import pytest
 import eventlog as el
 import tests.backends.test_jsonl as jsonl_tests
 import tests.backends.test_sqlite as sqlite_tests
-from eventlog.backends.envelope import decode_envelope
 from eventlog.backends.jsonl import JSONLBackend
 from eventlog.backends.memory import MemoryBackend
 from eventlog.backends.sqlite import SQLiteBackend
 from tests.contract import BackendContract, FreshURL
 
-ZSTD_ALWAYS = "compression=zstd&compress_min_bytes=0"
+ZSTD_ALWAYS = sqlite_tests.ZSTD_ALWAYS
 
 
 def flipped(data: bytes) -> bytes:
@@ -57,17 +55,14 @@ class TestSQLiteCompressed(sqlite_tests.TestSQLite):
     def tamper(self, store: el.Store, stream: str, seq: int) -> None:
         backend = store.backend
         assert isinstance(backend, SQLiteBackend)
-        conn = sqlite3.connect(backend.path)
-        with conn:
-            (data, env) = conn.execute(
-                "SELECT data, env FROM events WHERE stream = ? AND seq = ?", (stream, seq)
-            ).fetchone()
-            assert decode_envelope(env).codec == 1
-            conn.execute(
-                "UPDATE events SET data = ? WHERE stream = ? AND seq = ?",
-                (flipped(data), stream, seq),
-            )
-        conn.close()
+        codecs = []
+
+        def flip(data: bytes) -> bytes:
+            codecs.append(backend.read(stream, seq, seq)[0].codec)
+            return flipped(data)
+
+        sqlite_tests.edit_payload(backend.path, stream, seq, flip)
+        assert codecs == [1]
 
 
 class TestJSONLCompressed(jsonl_tests.TestJSONL):

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import eventlog as el
 from eventlog.backends import sqlite_schema, sqlite_writer
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
+from eventlog.backends.envelope import pack_record, unpack_record
 from eventlog.backends.group_commit import Gather
 from eventlog.backends.sqlite import SQLiteBackend
 from eventlog.backends.sqlite_checkpoint import (
@@ -47,20 +49,25 @@ def url_for(path: Path, **options: str) -> str:
     return f"sqlite:///{path}" + (f"?{query}" if query else "")
 
 
+def edit_payload(path: Path, stream: str, seq: int, edit: Callable[[bytes], bytes]) -> None:
+    """Replace one event's stored payload by `edit(payload)` with a raw sqlite3 connection,
+    leaving the rest of its packed record as it was."""
+    with closing(sqlite3.connect(path)) as conn, conn:
+        position, packed = conn.execute(
+            "SELECT position, rec FROM events WHERE stream = ? AND seq = ?", (stream, seq)
+        ).fetchone()
+        rec = unpack_record(position, stream, packed)
+        conn.execute(
+            "UPDATE events SET rec = ? WHERE position = ?",
+            (pack_record(msgspec.structs.replace(rec, data=edit(rec.data))), position),
+        )
+
+
 def raw_tamper(store: el.Store, stream: str, seq: int) -> None:
     """Flip the stored payload of one event with a separate raw sqlite3 connection."""
     backend = store.backend
     assert isinstance(backend, SQLiteBackend)
-    conn = sqlite3.connect(backend.path)
-    with conn:
-        (data,) = conn.execute(
-            "SELECT data FROM events WHERE stream = ? AND seq = ?", (stream, seq)
-        ).fetchone()
-        conn.execute(
-            "UPDATE events SET data = ? WHERE stream = ? AND seq = ?",
-            (data.replace(b"m", b"M", 1), stream, seq),
-        )
-    conn.close()
+    edit_payload(backend.path, stream, seq, lambda data: data.replace(b"m", b"M", 1))
 
 
 class TestSQLite(DurableContract):
@@ -291,13 +298,34 @@ _V2_INSERT = (
     "correlation_id, hash, codec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """How schema v1 and v2 stored an event: one column per envelope field."""
+_V3_INSERT = (
+    "INSERT INTO events (id, stream, seq, ts, type, env, data) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+"""How schema v3 stored an event: the envelope packed in `env`, the payload in `data`."""
+
+
+ZSTD_ALWAYS = "compression=zstd&compress_min_bytes=0"
+
+
+def _v3_row(r: Record) -> tuple[object, ...]:
+    """A v3 row: the envelope as a MessagePack array of its ten fields, the payload beside it."""
+    env = msgspec.msgpack.encode(
+        [r.seq, r.id, r.ts, r.type, r.version, r.meta]
+        + [r.causation_id, r.correlation_id, r.hash, r.codec]
+    )
+    return (r.id, r.stream, r.seq, r.ts, r.type, env, r.data)
 
 
 def _old_store(path: Path, version: int) -> list[el.RecordedEvent]:
-    """A store at schema `version` (1 or 2) holding events written through a memory store.
+    """A store at schema `version` (1, 2 or 3) holding events written through a memory store,
+    one of them compressed.
 
     Returns the events as the memory store reads them, which the migrated store must equal.
     """
+    with el.open(f"memory://?{ZSTD_ALWAYS}") as zipped:
+        zipped.append("z", text_events(1, "compressed "))
+        compressed = zipped.backend.read_all(0, 1)
+    assert compressed[0].codec == 1
     with el.open("memory://") as mem:
         mem.append("p", text_events(3))
         mem.append(
@@ -316,6 +344,7 @@ def _old_store(path: Path, version: int) -> list[el.RecordedEvent]:
         records = mem.backend.read_all(0, 100)
         forks = mem.backend.list_forks()
         expected = list(mem.read_all())
+    records.append(msgspec.structs.replace(compressed[0], position=len(records) + 1))
     sqlite_schema._create(path, search=False, target=version)
     conn = sqlite3.connect(path, isolation_level=None)
     with conn:
@@ -323,41 +352,52 @@ def _old_store(path: Path, version: int) -> list[el.RecordedEvent]:
             "INSERT INTO forks (stream, parent, at_seq, ts) VALUES (?, ?, ?, ?)",
             [(f.stream, f.parent, f.at_seq, f.ts) for f in forks],
         )
-        conn.executemany(
-            _V2_INSERT,
-            [
-                (r.id, r.stream, r.seq, r.ts, r.type, r.version, r.data, r.meta)
-                + (r.causation_id, r.correlation_id, r.hash, r.codec)
-                for r in records
-            ],
-        )
+        if version < 3:
+            conn.executemany(
+                _V2_INSERT,
+                [
+                    (r.id, r.stream, r.seq, r.ts, r.type, r.version, r.data, r.meta)
+                    + (r.causation_id, r.correlation_id, r.hash, r.codec)
+                    for r in records
+                ],
+            )
+        else:
+            conn.executemany(_V3_INSERT, [_v3_row(r) for r in records])
     conn.close()
     assert sqlite_schema.inspect(path) == (version, False)
+    with el.open(f"memory://?{ZSTD_ALWAYS}") as zipped:
+        zipped.append("z", text_events(1, "compressed "))  # the same text, read back
     return expected
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_older_store_is_migrated_and_keeps_its_events(
     tmp_path: Path, version: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A v1 or v2 store (one column per field) opens as the current schema with every event,
-    its meta, links and hash intact, reads through both read paths, and takes new appends."""
+    """A v1, v2 or v3 store opens as the current schema with every event, its meta, links,
+    hash and compressed payload intact, reads through both read paths, and takes new appends."""
     path = tmp_path / f"v{version}.db"
     expected = _old_store(path, version)
+    count = len(expected) + 1  # and the compressed one
 
     with caplog.at_level("INFO", logger="eventlog.backends.sqlite"), el.open(url_for(path)):
         pass
-    assert f"packing the envelopes of {len(expected)} events" in caplog.text
-    assert f"packed {len(expected)} envelopes in" in caplog.text
+    if version < 3:
+        assert f"packing the envelopes of {count} events" in caplog.text
+    assert f"packing the records of {count} events (schema v4)" in caplog.text
+    assert f"packed {count} records in" in caplog.text
     with el.open(url_for(path)) as store:
-        assert list(store.read_all()) == expected
+        events = list(store.read_all())
+        assert events[:-1] == expected
+        assert events[-1].stream == "z" and texts_of([events[-1]]) == ["compressed 0"]
         assert list(store.read("f")) == [e for e in expected if e.stream == "p"][:2] + [
             e for e in expected if e.stream == "f"
         ]
         assert store.verify().ok
         backend = store.backend
         assert isinstance(backend, SQLiteBackend)
-        assert [store.codec.to_event(r) for r in backend.read_all(0, 100)] == expected
+        assert [store.codec.to_event(r) for r in backend.read_all(0, 100)] == events
+        assert backend.read_all(0, 100)[-1].codec == 1
         seq1 = Record(
             el.new_event_id(), "f", 1, 1, "checkpoint", 1, b"\x80", b"", None, None, bytes(32)
         )
@@ -371,21 +411,45 @@ def test_older_store_is_migrated_and_keeps_its_events(
     conn.close()
     assert sqlite_schema.inspect(path) == (sqlite_schema.SCHEMA_VERSION, False)
     assert "events_fork_guard" not in triggers and "forks_guard" in triggers
-    assert columns == ["position", "id", "stream", "seq", "ts", "type", "data", "env"]
+    assert columns == ["position", "id", "stream", "seq", "ts", "type", "rec"]
 
 
-def test_damaged_envelope_is_a_corruption_error_naming_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "env.db"
+def test_damaged_v3_rows_stay_damaged_after_the_migration(tmp_path: Path) -> None:
+    """The v4 migration cannot repack a row whose envelope is damaged: it keeps its bytes, and
+    reads and verify report that row as before, while the others migrate."""
+    path = tmp_path / "v3.db"
+    with el.open("memory://") as mem:
+        mem.append("s", text_events(4))
+        records = mem.backend.read_all(0, 100)
+    rows = [_v3_row(r) for r in records]
+    rows[1] = (*rows[1][:5], b"\xc1" + rows[1][5][1:], rows[1][6])  # envelope: invalid byte
+    rows[2] = (*rows[2][:5], rows[2][5], "text")  # payload edited in as text
+    sqlite_schema._create(path, search=False, target=3)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany(_V3_INSERT, rows)
+    with el.open(url_for(path)) as store:
+        assert [e.seq for e in store.read("s", 1, 1)] == [1]
+        with pytest.raises(el.CorruptionError, match=r"v3\.db.*position 2 does not decode"):
+            list(store.read("s"))
+        with pytest.raises(el.CorruptionError, match="position 3 is stored as str, not bytes"):
+            list(store.read("s", 3, 3))
+        assert [e.seq for e in store.read("s", 4, 4)] == [4]
+        (problem,) = store.verify().problems  # a stream's check stops at its first damage
+        assert problem.seq == 2 and "record at position 2 does not decode" in problem.message
+
+
+def test_damaged_record_is_a_corruption_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "rec.db"
     with el.open(url_for(path)) as store:
         store.append("s", text_events(3))
     conn = sqlite3.connect(path)
     with conn:
-        conn.execute("UPDATE events SET env = X'c1' WHERE seq = 2")
+        conn.execute("UPDATE events SET rec = X'c1' WHERE seq = 2")
     conn.close()
     with el.open(url_for(path)) as store:
-        with pytest.raises(el.CorruptionError, match=r"env\.db.*'s'.*position 2"):
+        with pytest.raises(el.CorruptionError, match=r"rec\.db.*'s'.*position 2"):
             list(store.read("s"))
-        with pytest.raises(el.CorruptionError, match=r"env\.db.*position 2"):
+        with pytest.raises(el.CorruptionError, match=r"rec\.db.*position 2"):
             store.backend.read("s", 1, None)
         with pytest.raises(el.CorruptionError, match="position 2"):
             list(store.read_all())
@@ -395,12 +459,12 @@ def test_damaged_envelope_is_a_corruption_error_naming_the_file(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("update", "message"),
     [
-        ("SET data = 'text' WHERE seq = 2", "stored as str, not bytes"),
-        ("SET data = 42 WHERE seq = 2", "stored as int, not bytes"),
-        ("SET env = 'text' WHERE seq = 2", "envelope at position 2 does not decode"),
-        ("SET data = CAST(data || x'ff' AS TEXT) WHERE seq = 2", "not.*UTF-8"),
+        ("SET rec = 'text' WHERE seq = 2", "stored as str, not bytes"),
+        ("SET rec = 42 WHERE seq = 2", "stored as int, not bytes"),
+        ("SET rec = substr(rec, 1, 20) WHERE seq = 2", "position 2 does not decode"),
+        ("SET rec = CAST(rec || x'ff' AS TEXT) WHERE seq = 2", "not.*UTF-8"),
     ],
-    ids=["text-payload", "int-payload", "text-envelope", "invalid-utf8-text"],
+    ids=["text", "int", "truncated", "invalid-utf8-text"],
 )
 def test_values_of_the_wrong_sql_type_are_corruption(
     tmp_path: Path, update: str, message: str
@@ -443,19 +507,24 @@ def test_a_removed_stream_tail_is_found_by_its_position_gap(tmp_path: Path) -> N
         assert "positions jump from 2 to 4" in store.verify().problems[0].message
 
 
-def test_a_compressed_payload_stored_as_text_is_corruption(tmp_path: Path) -> None:
+def test_a_compressed_payload_stored_inline_is_corruption(tmp_path: Path) -> None:
+    """A record whose codec says compressed must hold its payload as a bin."""
     pytest.importorskip("zstandard")
     path = tmp_path / "z.db"
     url = url_for(path, compression="zstd", compress_min_bytes="0")
     with el.open(url) as store:
         store.append("s", text_events(2))
     with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("UPDATE events SET data = 'text' WHERE seq = 2")
+        (packed,) = conn.execute("SELECT rec FROM events WHERE seq = 2").fetchone()
+        fields = msgspec.msgpack.decode(packed)
+        assert fields[9] == 1 and isinstance(fields[10], bytes)
+        fields[10] = {"text": "inline"}
+        conn.execute("UPDATE events SET rec = ? WHERE seq = 2", (msgspec.msgpack.encode(fields),))
     with el.open(url) as store:
-        with pytest.raises(el.CorruptionError, match="payload is stored as str"):
+        with pytest.raises(el.CorruptionError, match="seq 2: .*payload"):
             list(store.read("s"))
         (problem,) = store.verify().problems
-        assert problem.seq == 2 and "stored as str" in problem.message
+        assert problem.seq == 2 and "payload" in problem.message
         assert store_stats(store).events == 2
 
 
