@@ -190,6 +190,16 @@ def _damaged(st: _Stream, seq: int, what: str) -> CorruptionError:
     )
 
 
+def _replaced(st: _Stream, seq: int, found: str, listed: str) -> CorruptionError:
+    """The error for a line holding another event than the one index.log lists at its seq."""
+    return _damaged(
+        st,
+        seq,
+        f"holds event {found}, but index.log lists event {listed} at this seq as committed: "
+        "the file was replaced or edited (a copy from another store?)",
+    )
+
+
 _SYNC_POOL: list[ThreadPoolExecutor] = []
 _SYNC_POOL_LOCK = threading.Lock()
 
@@ -781,9 +791,11 @@ class JSONLBackend(Backend):
             if st.fork is not None:
                 forks.append(st.stem)
             scan = self._scan_tail(st)
-            need = claimed.pop(st.stem, 0)
+            listed = claimed.pop(st.stem, {})
+            need = max(listed, default=0)
             if scan.good_seq - 1 < need:
                 raise self._lost_committed(st, scan, need)
+            self._check_ids(st, scan, listed)
             self._cut_torn(st, scan)
             per_file.append(scan.batches)
         if claimed:
@@ -808,19 +820,42 @@ class JSONLBackend(Backend):
         self._reset()
         self._load_index(os.fstat(self._index_fd).st_size)
 
-    def _claimed(self) -> dict[str, int]:
-        """Stem -> the last seq index.log lists as committed (whatever lines of it parse)."""
-        claimed: dict[str, int] = {}
+    def _claimed(self) -> dict[str, dict[int, str]]:
+        """Stem -> {seq: id} of the events index.log lists as committed (the lines that parse)."""
+        claimed: dict[str, dict[int, str]] = {}
         for raw in os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0).split(b"\n"):
             try:
                 entry = _parse_index_line(raw)
             except (ValueError, UnicodeDecodeError):
                 continue
             if isinstance(entry, str):
-                claimed.setdefault(entry, 0)
+                claimed.setdefault(entry, {})
             else:
-                claimed[entry.stem] = max(claimed.get(entry.stem, 0), entry.seq + entry.n - 1)
+                ids = claimed.setdefault(entry.stem, {})
+                ids.update(zip(range(entry.seq, entry.seq + entry.n), entry.ids, strict=True))
         return claimed
+
+    @staticmethod
+    def _check_ids(st: _Stream, scan: _Scan, listed: dict[int, str]) -> None:
+        """Raise CorruptionError if the file holds other events than index.log lists at seqs.
+
+        A rebuild trusts the files, but not at the price of committed events: a stream file
+        replaced by another copy of the stream (from a copy of the store that went on
+        differently) would otherwise swap acknowledged events for others without a word.
+        """
+        for b in scan.batches:
+            for seq, found in zip(range(b.seq, b.seq + b.n), b.ids, strict=True):
+                expected = listed.get(seq)
+                if expected is not None and found != expected:
+                    raise CorruptionError(
+                        f"holds event {found}, but index.log lists event {expected} at this "
+                        "seq as committed: the file was replaced or edited (a copy from "
+                        "another store?). Nothing was changed. To keep the file as it is, "
+                        "delete index.log: the next open rebuilds it from the files",
+                        stream=st.name,
+                        seq=seq,
+                        location=f"{st.path} line {st.line_no(seq)}",
+                    )
 
     @staticmethod
     def _lost_committed(st: _Stream, scan: _Scan, need: int) -> CorruptionError:
@@ -1072,6 +1107,8 @@ class JSONLBackend(Backend):
             if seq >= b.seq + b.n:
                 i += 1
                 b = st.batches[i]
+            if line.id != b.ids[seq - b.seq]:
+                raise _replaced(st, seq, line.id, b.ids[seq - b.seq])
             out.append(self._record(st, line, payload, b.pos + seq - b.seq))
             off = nl + 1
             seq += 1
@@ -1134,6 +1171,7 @@ class JSONLBackend(Backend):
             if (
                 line is not None
                 and line.seq == seq
+                and line.id == b.ids[seq - b.seq]
                 and not line.codec
                 and (data := line.data) is not None
                 and (kind := current.get(line.type)) is not None
@@ -1156,6 +1194,8 @@ class JSONLBackend(Backend):
                 )
             else:
                 slow, payload = self._decode_at(st, seq, buf, off, nl)
+                if slow.id != b.ids[seq - b.seq]:
+                    raise _replaced(st, seq, slow.id, b.ids[seq - b.seq])
                 rec = self._record(st, slow, payload, b.pos + seq - b.seq)
                 append(codec.to_event(rec, self.location))
             off = nl + 1

@@ -7,6 +7,7 @@ import fcntl
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -250,6 +251,47 @@ def test_committed_events_are_never_cut(root: Path, cut: int) -> None:
         assert repair.line == 5  # the whole unfinished batch, seqs 4-11
         assert _texts(store, "s") == ["m0", "m1", "m2"]
         assert _texts(store, "t") == ["t0"]
+
+
+@pytest.mark.parametrize("same_length", [True, False])
+def test_a_stream_file_from_a_diverged_copy_never_replaces_committed_events(
+    tmp_path: Path, same_length: bool
+) -> None:
+    """A copy of the store went on differently; its file of a stream is copied over the
+    original's. The acknowledged events it lacks are never silently swapped for its own:
+    reads (and verify) name the line when the file is as long as indexed, and an open that
+    would rebuild the index refuses, changing nothing. Deleting index.log accepts the file."""
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    with _open(original) as store:
+        store.append("chat", _events(3))
+    shutil.copytree(original, copy)
+    with _open(original) as store:
+        store.append("chat", _events(1, "acked"))
+        path = _backend(store).stream_path("chat")
+    with _open(copy) as store:
+        store.append("chat", _events(1, "other" if same_length else "longer text"))
+    shutil.copyfile(copy / "streams" / path.name, path)
+    message = r"seq 4: holds event .*, but index.log lists event .* at this seq as committed"
+    if same_length:
+        with _open(original) as store:
+            assert [e.seq for e in store.read("chat", 1, 3)] == [1, 2, 3]
+            with pytest.raises(el.CorruptionError, match=message) as err:
+                _texts(store, "chat")
+            assert f"{path} line 5" in str(err.value)
+            with pytest.raises(el.CorruptionError, match=message):
+                list(store.read_all())
+            (problem,) = store.verify().problems
+            assert problem.seq == 4 and "index.log lists event" in problem.message
+        return
+    before = {p: p.read_bytes() for p in original.rglob("*") if p.is_file()}
+    with pytest.raises(el.CorruptionError, match=message) as err:
+        _open(original)
+    assert "Nothing was changed" in str(err.value) and f"{path} line 5" in str(err.value)
+    assert {p: p.read_bytes() for p in original.rglob("*") if p.is_file()} == before
+    (original / "index.log").unlink()
+    with _open(original) as store:
+        assert _texts(store, "chat") == ["m0", "m1", "m2", "longer text0"]
+        assert store.verify().ok
 
 
 def test_an_interrupt_after_the_index_write_keeps_the_commit(
