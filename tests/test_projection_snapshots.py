@@ -137,8 +137,9 @@ def test_flipped_byte_in_a_snapshot_is_caught(make_url: Callable[[], str]) -> No
         r = runner(store)
         r.save_snapshot("c", 25)
         seq, blob = store.backend.load_snapshot("c", NAME, VERSION, None) or (0, b"")
+        payload = msgspec.msgpack.decode(blob)[4]
         damaged = bytearray(blob)
-        damaged[-3] ^= 0x01
+        damaged[blob.index(payload) + len(payload) // 2] ^= 0x01
         store.backend.save_snapshot("c", NAME, VERSION, seq, bytes(damaged))
         with pytest.warns(SnapshotWarning, match="digest"):
             state, base = r.restore("c", 30)
@@ -155,6 +156,55 @@ def test_snapshot_with_a_wrong_envelope_is_discarded(make_url: Callable[[], str]
         store.backend.save_snapshot("c", NAME, VERSION, 7, blob)  # says seq 5 inside
         with pytest.warns(SnapshotWarning, match="expected 'conversation' v1 seq 7"):
             assert r.restore("c", 30)[1] == 5
+
+
+def test_a_snapshot_of_another_stream_is_discarded(make_url: Callable[[], str]) -> None:
+    """A snapshot row moved to another stream's key (by hand, or a bad copy) is never restored:
+    its envelope names the stream it was taken of."""
+    with el.open(make_url()) as store:
+        store.append("a", _events())
+        store.append("b", _events()[::-1])
+        r = runner(store)
+        r.save_snapshot("b", 5)
+        _, blob = store.backend.load_snapshot("b", NAME, VERSION, 5) or (0, b"")
+        store.backend.save_snapshot("a", NAME, VERSION, 5, blob)
+        with pytest.warns(SnapshotWarning, match="taken of stream 'b'"):
+            state, base = r.restore("a", 30)
+        assert base == 0
+        same(r.state("a"), ConversationProjection().fold_many(ConversationState(), store.read("a")))
+
+
+def test_a_snapshot_of_events_since_replaced_is_discarded(make_url: Callable[[], str]) -> None:
+    """A snapshot of other events at the same seqs (a store restored or rebuilt under its
+    snapshots, whose lost events were then appended again differently) is found by the hash
+    of the event at its seq, and the state is replayed from the events that are there."""
+    with el.open(make_url()) as first, el.open(make_url()) as second:
+        first.append("c", _events())
+        second.append("c", _events()[::-1])
+        runner(first).save_snapshot("c", 5)
+        _, blob = first.backend.load_snapshot("c", NAME, VERSION, 5) or (0, b"")
+        second.backend.save_snapshot("c", NAME, VERSION, 5, blob)
+        r = runner(second)
+        with pytest.warns(SnapshotWarning, match="the event at seq 5 is not the one"):
+            assert r.restore("c", 30)[1] == 0
+        assert second.backend.load_snapshot("c", NAME, VERSION, None) is None
+
+
+def test_a_snapshot_saved_before_streams_and_hashes_were_kept_restores(
+    make_url: Callable[[], str],
+) -> None:
+    """Snapshots of earlier eventlog versions (five envelope fields) still restore."""
+    with el.open(make_url()) as store:
+        store.append("c", _events())
+        r = runner(store)
+        r.save_snapshot("c", 5)
+        _, blob = store.backend.load_snapshot("c", NAME, VERSION, 5) or (0, b"")
+        fields = msgspec.msgpack.decode(blob)
+        assert fields[5:] == ["c", store.get("c", 5).hash]
+        store.backend.save_snapshot("c", NAME, VERSION, 5, msgspec.msgpack.encode(fields[:5]))
+        state, base = r.restore("c", 30)
+        assert base == 5
+        same(state, r.state("c", 5))
 
 
 def test_snapshot_of_another_version_is_ignored_and_rebuilt(

@@ -1,8 +1,9 @@
 """Run a projection over a stream: from scratch, from a snapshot plus the tail, or live.
 
 Snapshots live in the backend, keyed by (stream, projection name, version, seq). Each is wrapped
-in an envelope with the name, version, seq and a CRC-32 of the payload, so a snapshot that does
-not decode or does not match is found before it is used: it is discarded with a
+in an envelope with the name, version, seq, stream, the hash of the event at that seq and a
+CRC-32 of the payload, so a snapshot that does not decode or does not match (another stream's,
+or one of events since replaced) is found before it is used: it is discarded with a
 `SnapshotWarning`, deleted, and the next older one (or a full replay) is used instead.
 A fork also uses its ancestors' snapshots taken at or before its fork point.
 """
@@ -43,6 +44,10 @@ class _Envelope(msgspec.Struct, frozen=True, array_like=True):
     seq: int
     digest: bytes
     payload: bytes
+    stream: str | None = None
+    """The stream it was taken of (None in snapshots saved before eventlog kept it)."""
+    event_hash: str | None = None
+    """The hash of the event at `seq` when it was taken (None, as for `stream`)."""
 
 
 _envelope_decoder = msgspec.msgpack.Decoder(_Envelope)
@@ -192,8 +197,9 @@ class Runner(Generic[S]):
     def _save(self, stream: str, seq: int, state: S) -> None:
         proj = self.projection
         payload = proj.encode(state)
+        event_hash = self.store.get(stream, seq).hash
         blob = msgspec.msgpack.encode(
-            _Envelope(proj.name, proj.version, seq, _digest(payload), payload)
+            _Envelope(proj.name, proj.version, seq, _digest(payload), payload, stream, event_hash)
         )
         backend = self.store.backend
         backend.save_snapshot(stream, proj.name, proj.version, seq, blob)
@@ -227,7 +233,7 @@ class Runner(Generic[S]):
                 return proj.initial(), 0
             origin, seq, blob = best
             try:
-                state = self._decode(blob, stream, seq)
+                state = self._decode(blob, origin, stream, seq)
             except Exception as exc:  # anything that does not decode is never trusted
                 message = (
                     f"discarded corrupt snapshot of projection {proj.name!r} v{proj.version} "
@@ -241,7 +247,12 @@ class Runner(Generic[S]):
             proj.check_restored(state, stream)
             return state, seq
 
-    def _decode(self, blob: bytes, stream: str, seq: int) -> S:
+    def _decode(self, blob: bytes, origin: str, stream: str, seq: int) -> S:
+        """The state in a snapshot of `origin` at `seq`, restored for `stream`.
+
+        Raises if it does not match: another projection, stream or seq, damage, or events
+        replaced since it was taken.
+        """
         proj = self.projection
         env = _envelope_decoder.decode(blob)
         if (env.name, env.version, env.seq) != (proj.name, proj.version, seq):
@@ -249,8 +260,12 @@ class Runner(Generic[S]):
                 f"envelope says {env.name!r} v{env.version} seq {env.seq}, "
                 f"expected {proj.name!r} v{proj.version} seq {seq}"
             )
+        if env.stream is not None and env.stream != origin:
+            raise ValueError(f"it was taken of stream {env.stream!r}")
         if _digest(env.payload) != env.digest:
             raise ValueError("payload digest mismatch")
+        if env.event_hash is not None and env.event_hash != self.store.get(stream, seq).hash:
+            raise ValueError(f"the event at seq {seq} is not the one it was taken after")
         return proj.decode(env.payload, self.source(stream))
 
 
