@@ -78,6 +78,9 @@ def test_runner_tiny(tmp_path: Path) -> None:
         assert fig["limit"] > 0, key
         assert fig["ratio"] == fig["value"] / fig["limit"], key
     assert figures["storage.zstd_dict.sqlite"]["goals"], "the storage goal is checked"
+    for n in runner.BATCHES:  # raw SQLite checkpoints in its commits, eventlog at close: both timed
+        assert "timed until closed" in figures[f"append.batch{n}.sqlite"]["note"]
+    assert "without compactions" in figures["window.full_vs_trim"]["label"]
     per_commit, raw_note = figures["append.writers8.sqlite"]["note"].split("; ")
     assert per_commit.endswith(" appends per commit") and float(per_commit.split()[0]) >= 1.0
     assert raw_note.startswith("raw sqlite3 with 8 threads") and raw_note.endswith("x that")
@@ -88,6 +91,17 @@ def test_runner_tiny(tmp_path: Path) -> None:
     json.dumps(result)  # JSON-ready
     md = runner.to_markdown(result)
     assert md.count("\n") == len(result["figures"]) + 2
+
+
+def test_reused_workdir(tmp_path: Path) -> None:
+    """A second run in the same --workdir measures fresh stores (it used to collide or append)."""
+    options = runner.Options(
+        sizes=TINY, backends=("sqlite", "jsonl"), peers=False, postgres=False, workdir=tmp_path
+    )
+    first, second = runner.run(options), runner.run(options)
+    assert first["workdir"] != second["workdir"]
+    assert {Path(first["workdir"]).parent, Path(second["workdir"]).parent} == {tmp_path}
+    assert [f["key"] for f in first["figures"]] == [f["key"] for f in second["figures"]]
 
 
 def test_cli_bench_json(tmp_path: Path) -> None:

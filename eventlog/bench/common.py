@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -69,6 +70,8 @@ class Figure:
     limit_label: str = ""
     goal: str = ""
     """Goal on value/limit, e.g. ``>= 0.8`` or ``<= 0.6`` (empty: none)."""
+    value_goal: str = ""
+    """Goal on the value itself, in its unit, e.g. ``<= 1`` (ms) (empty: none)."""
     peers: dict[str, float] = field(default_factory=dict)
     peer_goals: dict[str, str] = field(default_factory=dict)
     """Goals on value/peer, by peer name (``best``: the best peer), e.g. ``{"best": ">= 1.2"}``."""
@@ -95,6 +98,8 @@ class Figure:
         out = []
         if self.goal and self.ratio is not None:
             out.append((f"x limit {self.goal}", check_goal(self.ratio, self.goal)))
+        if self.value_goal and self.value is not None:
+            out.append((f"{self.value_goal} {self.unit}", check_goal(self.value, self.value_goal)))
         for peer, goal in self.peer_goals.items():
             name = self.best_peer() if peer == "best" else peer
             ratio = self.peer_ratio(name) if name is not None else None
@@ -115,6 +120,7 @@ class Figure:
             "limit_label": self.limit_label,
             "ratio": self.ratio,
             "goal": self.goal,
+            "value_goal": self.value_goal,
             "peers": dict(self.peers),
             "peer_ratios": {p: self.peer_ratio(p) for p in self.peers},
             "peer_goals": dict(self.peer_goals),
@@ -134,6 +140,22 @@ def check_goal(ratio: float, goal: str) -> bool:
     op, _, number = goal.partition(" ")
     bound = float(number)
     return ratio >= bound if op == ">=" else ratio <= bound
+
+
+WINDOW_TOKENS_TOLERANCE = 0.1
+"""How far apart (relative) the tokens of two windows compared with each other may be."""
+
+
+def check_same_tokens(ours: int, theirs: int, what: str) -> None:
+    """Raise unless two windows hold about the same tokens (within `WINDOW_TOKENS_TOLERANCE`).
+
+    A timing of two window builders means nothing if one of them kept much less.
+    """
+    if abs(ours - theirs) > WINDOW_TOKENS_TOLERANCE * max(ours, theirs, 1):
+        raise RuntimeError(
+            f"{what}: the windows differ, eventlog {ours:,} tokens against {theirs:,}: "
+            "the figure would compare unlike work"
+        )
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -158,6 +180,17 @@ def best_of(rounds: int, *fns: Callable[[], float]) -> list[float]:
     return best
 
 
+def rate_until_closed(rate: float, n: int, close: Callable[[], object]) -> float:
+    """`rate` (events/s over `n` events) with the time `close()` takes added to its clock.
+
+    Appends are timed until the store is closed, so work a store defers (SQLite's final WAL
+    checkpoint) is counted on every side alike.
+    """
+    t0 = time.perf_counter()
+    close()
+    return n / (n / rate + time.perf_counter() - t0)
+
+
 def per_call_us(calls: int, fn: Callable[[], object]) -> float:
     """Median-free mean microseconds per call over `calls` calls (after one warm-up call)."""
     fn()
@@ -168,6 +201,21 @@ def per_call_us(calls: int, fn: Callable[[], object]) -> float:
 
 
 # -- disk ----------------------------------------------------------------------------------------
+
+
+def sqlite_data_bytes(path: Path) -> int:
+    """Bytes of an SQLite database's pages (page_count x page_size), read through its WAL.
+
+    The file's size once the WAL is checkpointed. The files of an open WAL database also hold
+    the WAL's high-water mark, which follows when the last checkpoint ran, not the data.
+    """
+    conn = sqlite3.connect(path)
+    try:
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    finally:
+        conn.close()
+    return int(pages) * int(size)
 
 
 def disk_bytes(path: Path) -> int:

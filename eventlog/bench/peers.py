@@ -27,11 +27,12 @@ from typing import Any
 
 import eventlog as el
 from eventlog.bench.common import (
-    disk_bytes,
     msgpack_decoder,
     msgpack_encoder,
     optional_module,
     rate,
+    rate_until_closed,
+    sqlite_data_bytes,
 )
 from eventlog.events import EventData
 
@@ -95,8 +96,11 @@ class Eventsourcing:
         self.recorder.create_table()
         self.originator = uuid.uuid4()
 
-    def append(self, data: Sequence[EventData], batch: int) -> float:
-        """Events/s inserting the events `batch` per call (one transaction each)."""
+    def append(self, data: Sequence[EventData], batch: int, until_closed: bool = False) -> float:
+        """Events/s inserting the events `batch` per call (one transaction each).
+
+        With `until_closed`, the clock stops once the datastore is closed (as eventlog's).
+        """
         stored_event = self._persistence.StoredEvent
         encode = msgpack_encoder()
         insert = self.recorder.insert_events
@@ -115,7 +119,8 @@ class Eventsourcing:
                     for j in range(i, min(i + batch, n))
                 ]
             )
-        return n / (time.perf_counter() - t0)
+        value = n / (time.perf_counter() - t0)
+        return rate_until_closed(value, n, self.close) if until_closed else value
 
     def read(self, n: int) -> float:
         """Events/s selecting the aggregate's events and decoding their states."""
@@ -133,6 +138,11 @@ class Eventsourcing:
 
 
 # -- OpenAI Agents SDK ---------------------------------------------------------------------------
+
+
+def items_in(data: Sequence[EventData]) -> int:
+    """How many session items the events stand for (a "last N events" read asks for these)."""
+    return sum(len(openai_items(d)) for d in data)
 
 
 def openai_items(d: EventData) -> list[dict[str, Any]]:
@@ -167,8 +177,11 @@ class OpenAISession:
         self.path = path
         self.session = agents.SQLiteSession("bench", db_path=str(path))
 
-    def append(self, data: Sequence[EventData], batch: int) -> float:
-        """Events/s adding each `batch` events' items in one add_items call."""
+    def append(self, data: Sequence[EventData], batch: int, until_closed: bool = False) -> float:
+        """Events/s adding each `batch` events' items in one add_items call.
+
+        With `until_closed`, the clock stops once the session is closed (as eventlog's).
+        """
         chunks = []
         for i in range(0, len(data), batch):
             chunk: list[dict[str, Any]] = []
@@ -183,7 +196,8 @@ class OpenAISession:
                 await add(chunk)
             return len(data) / (time.perf_counter() - t0)
 
-        return asyncio.run(run())
+        value = asyncio.run(run())
+        return rate_until_closed(value, len(data), self.close) if until_closed else value
 
     def read(self, n: int) -> float:
         """Events/s reading the whole session (`n` events' items)."""
@@ -197,7 +211,7 @@ class OpenAISession:
         return asyncio.run(run())
 
     def last_n_us(self, n: int, calls: int) -> float:
-        """Mean microseconds of get_items(limit=n)."""
+        """Mean microseconds of get_items(limit=n) (n items: see `items_in`)."""
 
         async def run() -> float:
             get = self.session.get_items
@@ -212,7 +226,10 @@ class OpenAISession:
     def growth(
         self, turns: Sequence[Sequence[EventData]], points: Sequence[int]
     ) -> list[dict[str, float]]:
-        """Add the conversation turn by turn (one add_items per event); size at each point."""
+        """Add the conversation turn by turn (one add_items per event); size at each point.
+
+        The size is the database's pages (`sqlite_data_bytes`), as for eventlog's curve.
+        """
 
         async def run() -> list[dict[str, float]]:
             out: list[dict[str, float]] = []
@@ -229,7 +246,7 @@ class OpenAISession:
                     out.append(
                         {
                             "messages": total,
-                            "bytes": disk_bytes(self.path),
+                            "bytes": sqlite_data_bytes(self.path),
                             "turn_ms": elapsed * 1e3,
                         }
                     )
@@ -285,8 +302,9 @@ def langgraph_growth(
 ) -> tuple[list[dict[str, float]], float | None]:
     """Run the conversation through a checkpointed graph, one invoke per turn.
 
-    Returns the database size and the latency of the turn at each history length in `points`
-    (messages), and the milliseconds to load the final state (None if no point was reached).
+    Returns the database size (its pages, `sqlite_data_bytes`) and the latency of the turn at
+    each history length in `points` (messages), and the milliseconds to load the final state
+    (None if no point was reached).
     """
     saver_mod: Any = optional_module("langgraph.checkpoint.sqlite")
     graph_mod: Any = optional_module("langgraph.graph")
@@ -323,7 +341,8 @@ def langgraph_growth(
             total += messages_in(turn)
             while targets and total >= targets[0]:
                 targets.pop(0)
-                out.append({"messages": total, "bytes": disk_bytes(path), "turn_ms": elapsed * 1e3})
+                size = sqlite_data_bytes(path)
+                out.append({"messages": total, "bytes": size, "turn_ms": elapsed * 1e3})
             if not targets:
                 break
         if out:
@@ -339,13 +358,14 @@ def langgraph_growth(
 # -- LangChain trim_messages ---------------------------------------------------------------------
 
 
-def trim_messages_ms(
+def trim_messages_timed(
     data: Sequence[EventData], count_text: Callable[[str], int], max_tokens: int, calls: int = 3
-) -> float | None:
-    """Best milliseconds of trim_messages(strategy="last") over the conversation's messages.
+) -> tuple[float, int] | None:
+    """(best ms, tokens kept) of trim_messages(strategy="last") over the conversation's messages.
 
-    The token counter is eventlog's (`count_text` on each message's content), so a window
-    figure and this one count the same tokens.
+    None without langchain-core. The token counter is eventlog's (`count_text` on each message's
+    content, + 4 a message), so a window figure and this one count the same tokens; the kept
+    tokens let the caller check that both windows hold as much (`common.check_same_tokens`).
     """
     messages: Any = optional_module("langchain_core.messages")
     if messages is None:
@@ -363,6 +383,7 @@ def trim_messages_ms(
         return one(messages)
 
     best = float("inf")
+    kept: list[Any] = []
     for _ in range(calls):
         t0 = time.perf_counter()
         kept = messages.trim_messages(
@@ -370,4 +391,4 @@ def trim_messages_ms(
         )
         best = min(best, time.perf_counter() - t0)
         assert kept
-    return best * 1e3
+    return best * 1e3, counter(kept)

@@ -86,7 +86,9 @@ def _windows(ax: Any, result: dict[str, Any]) -> None:
     full = figs.get("window.full_vs_trim")
     n = result["sizes"]["read_events"]
     if full and full["value"] is not None:
-        ax.scatter([n], [full["value"]], marker="s", label="whole window from scratch")
+        ax.scatter(
+            [n], [full["value"]], marker="s", label="whole window from scratch (no compactions)"
+        )
         drawn = True
     if full and full["peers"].get("langchain") is not None:
         ax.scatter(
@@ -129,4 +131,4 @@ def _storage(ax: Any, result: dict[str, Any]) -> None:
         ax.legend(fontsize=7)
     ax.set_yscale("log")
     ax.set_xlabel("messages")
-    ax.set_ylabel("MB on disk (log)")
+    ax.set_ylabel("MB of database pages (log)")

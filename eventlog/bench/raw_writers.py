@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from eventlog.bench.common import msgpack_encoder, threads_elapsed
+from eventlog.bench.common import msgpack_encoder, rate_until_closed, threads_elapsed
 from eventlog.bench.limits import json_line, lmdb_env, sqlite_table
 from eventlog.events import EventData, new_event_id
 
@@ -121,7 +121,8 @@ def sqlite_writers(path: Path, data: Sequence[EventData], threads: int, per_thre
         conn.execute(sql, [v for row in rows for v in row])
 
     try:
-        return _grouped_rate(commit, data, threads, per_thread)
+        value = _grouped_rate(commit, data, threads, per_thread)
+        return rate_until_closed(value, threads * per_thread, conn.close)
     finally:
         conn.close()
 
@@ -140,7 +141,8 @@ def lmdb_writers(
                 txn.put(stream.encode() + b"\x00" + seq.to_bytes(8, "big"), blob)
 
     try:
-        return _grouped_rate(commit, data, threads, per_thread)
+        value = _grouped_rate(commit, data, threads, per_thread)
+        return rate_until_closed(value, threads * per_thread, env.close)
     finally:
         env.close()
 
@@ -157,8 +159,12 @@ def file_writers(path: Path, data: Sequence[EventData], threads: int, per_thread
         f.flush()
         os.fdatasync(f.fileno())
 
-    try:
-        return _run(threads, per_thread, data, write)
-    finally:
+    def close() -> None:
         for f in files:
             f.close()
+
+    try:
+        value = _run(threads, per_thread, data, write)
+        return rate_until_closed(value, threads * per_thread, close)
+    finally:
+        close()

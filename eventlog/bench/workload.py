@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import eventlog as el
 
@@ -173,6 +173,15 @@ def _generate(n: int, seed: int) -> list[el.EventData]:
                 )
             )
     return out[:n]
+
+
+def without_compactions(data: Sequence[el.EventData]) -> list[el.EventData]:
+    """The events with every compaction left out, for comparing windows with a peer's.
+
+    eventlog's windows put a compaction's summary in place of the events it covers; a message
+    list trimmed by a peer keeps those events, so both are given a history without compactions.
+    """
+    return [d for d in data if not isinstance(d, el.Compaction)]
 
 
 def conversation(n: int, seed: int = 0) -> list[el.Event]:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 import orjson
+from rich.console import Console
+from rich.table import Table
 
-from eventlog.bench.common import FULL, QUICK, SIZES
+from eventlog.bench.common import FULL, QUICK, SIZES, optional_module
 from eventlog.cli.app import cli, console, err_console
 
 BACKEND_CHOICES = ("memory", "sqlite", "jsonl", "lmdb")
@@ -42,7 +44,8 @@ BACKEND_CHOICES = ("memory", "sqlite", "jsonl", "lmdb")
     "--workdir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where scratch stores go (default: a temporary directory, removed afterwards).",
+    help="Where scratch stores go: a fresh subdirectory per run, kept (default: a temporary "
+    "directory, removed afterwards).",
 )
 def bench_cmd(
     quick: bool,
@@ -57,11 +60,8 @@ def bench_cmd(
     """Measure eventlog against raw engines (the limit) and its peers, and print one table."""
     from eventlog.bench import runner
 
-    for option, path in (("--json", json_path), ("--plot", plot_path), ("--markdown", md_path)):
-        if path is not None and not path.resolve().parent.is_dir():  # found now, not after the run
-            raise click.BadParameter(
-                f"directory {str(path.parent)!r} does not exist", param_hint=option
-            )
+    _check_outputs(json_path, plot_path, md_path)  # found now, not after the run
+    backends = tuple(dict.fromkeys(backends))  # a backend given twice is measured once
     sizes = SIZES[size] if size else (QUICK if quick else FULL)
     options = runner.Options(
         sizes=sizes,
@@ -72,10 +72,10 @@ def bench_cmd(
         command=_command_line(quick, size, backends, no_peers, json_path, plot_path, md_path),
     )
     result = runner.run(options)
-    # The table has a column per peer: squeezed into 80 columns it is unreadable, so it is laid
-    # out at least 180 wide (a narrower terminal wraps lines rather than cells).
-    width = max(console.width if console.is_terminal else 220, 180)
-    console.print(runner.render_table(result), width=width)
+    table = runner.render_table(result)
+    _table_console(table).print(table)
+    if result.get("workdir"):
+        err_console.print(f"scratch stores kept in {result['workdir']}", highlight=False)
     if json_path is not None:
         json_path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
         err_console.print(f"results saved to {json_path}")
@@ -86,6 +86,45 @@ def bench_cmd(
 
         plot(result, plot_path)
         err_console.print(f"plot saved to {plot_path}")
+
+
+TABLE_WIDTH = 180
+"""The table's least width: it has a column per peer, and squeezed into 80 it is unreadable."""
+
+
+def _table_console(table: Table) -> Console:
+    """A console as wide as the terminal (at least `TABLE_WIDTH`), or as the table when piped.
+
+    Rich caps a print's width at its console's (80 when not a terminal), so it is set on the
+    console: piped to a file or a pager, each row of the table is one line.
+    """
+    if console.is_terminal:
+        width = max(console.width, TABLE_WIDTH)
+    else:
+        width = max(Console(width=_UNBOUNDED).measure(table).maximum, TABLE_WIDTH)
+    return Console(width=width, force_terminal=console.is_terminal)
+
+
+_UNBOUNDED = 100_000
+"""A width no table reaches: measuring on it gives the table's natural width."""
+
+
+def _check_outputs(json_path: Path | None, plot_path: Path | None, md_path: Path | None) -> None:
+    """Refuse output paths the run could not write, and --plot without matplotlib, up front."""
+    for option, path in (("--json", json_path), ("--plot", plot_path), ("--markdown", md_path)):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise click.BadParameter(f"{str(path)!r} is a directory", param_hint=option)
+        if not path.resolve().parent.is_dir():
+            raise click.BadParameter(
+                f"directory {str(path.parent)!r} does not exist", param_hint=option
+            )
+    if plot_path is not None and optional_module("matplotlib") is None:
+        raise click.BadParameter(
+            "matplotlib is not installed (pip install 'agent-eventlog[benchmarks]')",
+            param_hint="--plot",
+        )
 
 
 def _command_line(
