@@ -288,6 +288,35 @@ def foreign_artifacts() -> Window:
 ARTIFACTS = ("ANTH_SIG", "ANTH_REDACTED", "rs_OAI", "OAI_ENC", "GOOG_SIG", "GOOG_CALL_SIG")
 
 
+def empty_after_ingest() -> Window:
+    """Outputs that keep little once ingested (issue: request bodies the APIs refused).
+
+    Anthropic thinking with no other block (its server tool blocks not kept), a failed result
+    without text; OpenAI reasoning items in a row (the built-in call between them not kept),
+    and reasoning between calls, which ModelOutput keeps apart from its parts.
+    """
+    R = ReasoningPart
+    return win(
+        text_in("Search the web."),
+        ModelOutput(parts=(R(text="I should search.", signature="SIG1"),), invocation=ANTHROPIC),
+        text_in("Go on."),
+        calls_out(call("toolu_1", "search", "{}")),
+        results(ok("toolu_1", "search", "", status="failed")),
+        ModelOutput(
+            parts=(R(item_id="rs_1"), R(item_id="rs_2"), TextPart(text="Found.", item_id="msg_1")),
+            invocation=OPENAI_RESPONSES,
+        ),
+        text_in("Both at once."),
+        calls_out(
+            call("call_1", "search", "{}", item_id="fc_1"),
+            call("call_2", "search", "{}", item_id="fc_2"),
+            invocation=OPENAI_RESPONSES,
+            parts=(R(item_id="rs_3", encrypted_content="E3"), R(item_id="rs_4")),
+        ),
+        results(ok("call_1", "search", "a"), ok("call_2", "search", "b")),
+    )
+
+
 def compaction_and_screen() -> Window:
     return win(
         Compaction(first_seq=1, last_seq=10, summary="We planned a trip."),
@@ -326,6 +355,7 @@ SCENARIOS = {
     "unanswered": unanswered,
     "foreign_artifacts": foreign_artifacts,
     "compaction_and_screen": compaction_and_screen,
+    "empty_after_ingest": empty_after_ingest,
 }
 
 
@@ -354,6 +384,8 @@ def check_anthropic(body: dict[str, Any]) -> None:
         n_think = len(kinds) - len([k for k in kinds if k not in ("thinking", "redacted_thinking")])
         assert all(k in ("thinking", "redacted_thinking") for k in kinds[:n_think])
         assert all(k not in ("thinking", "redacted_thinking") for k in kinds[n_think:])
+        # "The final block in an assistant message cannot be 'thinking'" (nor redacted).
+        assert n_think < len(kinds), (i, "a message of thinking blocks only")
         for b in content:
             marks += "cache_control" in b
             if b["type"] == "text":
@@ -366,6 +398,9 @@ def check_anthropic(body: dict[str, Any]) -> None:
                 assert all(not _blank(x["text"]) for x in b["content"] if x["type"] == "text")
             if b["type"] == "tool_result" and isinstance(b.get("content"), str):
                 assert not _blank(b["content"])
+            if b["type"] == "tool_result" and b.get("is_error"):
+                # "content cannot be empty if `is_error` is true"
+                assert b.get("content"), (i, "an error result without content")
         uses = [b["id"] for b in content if b["type"] == "tool_use"]
         answers = [b["tool_use_id"] for b in content if b["type"] == "tool_result"]
         assert answers == [b.get("tool_use_id") for b in content[: len(answers)]]
@@ -422,11 +457,13 @@ def check_openai_responses(body: dict[str, Any]) -> None:
             assert kind == kinds[item["call_id"]] + "_output"
             answered.add(item["call_id"])
         elif kind == "reasoning":
+            # "Item 'rs_...' of type 'reasoning' was provided without its required following
+            # item": a message or a call, never another reasoning item.
             nxt = items[i + 1]
             assert (
-                nxt.get("type") in ("reasoning", "function_call", "custom_tool_call")
+                nxt.get("type") in ("function_call", "custom_tool_call")
                 or nxt.get("role") == "assistant"
-            )
+            ), (i, nxt.get("type"))
         else:
             assert kind == "message" and item["role"] in ("user", "assistant", "developer")
             assert item["content"]

@@ -18,7 +18,8 @@ from tests.fake_provider import FakeProvider, anthropic_client, fake_provider_fi
 
 fake_provider = pytest.fixture(fake_provider_fixture)
 
-MODEL = "claude-opus-4-5-20251101"
+MODEL = "claude-test-model"
+"""A model name no SDK lists as deprecated (its warning would fail the SDK tests by date)."""
 THINKING = "The user wants weather for Paris. 東京 too? 🌍"
 SIGNATURE = "EqQBCkgIARABGAIiQL+7d9c/Xk1p" + "A" * 300 + "+/=="
 REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP" + "Q" * 100
@@ -225,3 +226,27 @@ def test_integers_past_64_bits_keep_their_digits(tmp_path: Any) -> None:
     with el.open(f"sqlite:///{tmp_path}/s.db") as store:
         store.append("s", [out])
         assert store.get("s", 1).data == out
+
+
+def test_malformed_nested_fields_are_mapping_errors() -> None:
+    """Shapes the SDK types do not allow fail with a located ProviderMappingError."""
+    body = message([{"type": "text", "text": "a"}])
+    body["usage"] = {**usage(1), "output_tokens_details": "x"}
+    with pytest.raises(ProviderMappingError, match=r"usage\.output_tokens_details: expected"):
+        ingest_response(body)
+    start = {"type": "message_start", "message": {**message([]), "usage": "x"}}
+    with pytest.raises(ProviderMappingError, match=r"event #1\.message\.usage: expected dict"):
+        ingest_stream([start])
+    start = {"type": "message_start", "message": message([])}
+    block = {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "text", "text": 1},
+    }
+    delta = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": "a"},
+    }
+    with pytest.raises(ProviderMappingError, match=r"event #3: content block 0\.text: expected"):
+        ingest_stream([start, block, delta])

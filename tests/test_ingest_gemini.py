@@ -144,3 +144,6 @@ def test_errors() -> None:
         ingest_response({"error": {"code": 429, "message": "quota"}})
     with pytest.raises(ProviderMappingError, match=r"functionCall\.name: missing"):
         ingest_response(chunk([{"functionCall": {"args": {}}}], "STOP"))
+    candidate = {"content": "x", "finishReason": "STOP"}
+    with pytest.raises(ProviderMappingError, match=r"candidates\[0\]\.content: expected dict"):
+        ingest_response({"candidates": [candidate]})

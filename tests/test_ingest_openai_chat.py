@@ -207,7 +207,14 @@ def test_refusal_and_reasoning_content() -> None:
         ReasoningPart(text="The user asks for something unsafe."),
         RefusalPart(text="I can't help with that."),
     )
-    assert out.tool_calls == () and out.stop_reason == "end_turn"
+    assert out.tool_calls == ()
+    # `finish_reason` says "stop"; the neutral value of a refusal is `refusal`.
+    assert (out.stop_reason, out.provider_stop_reason) == ("refusal", "stop")
+    streamed = [{**chunks()[0], "choices": [{"index": 0, "delta": {"refusal": "No."}}]}]
+    streamed.append(
+        {**chunks()[0], "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    )
+    assert ingest_stream(streamed).stop_reason == "refusal"
 
 
 def test_length_stop_reason() -> None:
@@ -258,3 +265,28 @@ def test_other_choice() -> None:
     second = {"index": 1, "finish_reason": "stop", "message": {"role": "assistant", "content": "B"}}
     body["choices"].append(second)
     assert ingest_response(body, choice=1).text == "B"
+
+
+def _with_usage_details(details: Any) -> dict[str, Any]:
+    return {**completion(), "usage": {**USAGE, "prompt_tokens_details": details}}
+
+
+def _call_delta(call: dict[str, Any]) -> list[dict[str, Any]]:
+    chunk = chunks()[0]
+    return [{**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}]
+
+
+@pytest.mark.parametrize(
+    ("ingest", "body", "message"),
+    [
+        (ingest_response, _with_usage_details("x"), r"usage\.prompt_tokens_details: expected dict"),
+        (ingest_stream, _call_delta({"index": 0, "id": "c", "function": "x"}),
+         r"tool_calls\[0\]\.function: expected dict"),
+        (ingest_stream, _call_delta({"index": 0, "id": "c", "function": {"name": 1}}),
+         r"tool_calls\[0\]\.function\.name: expected str"),
+    ],
+)  # fmt: skip
+def test_malformed_nested_fields_are_mapping_errors(ingest: Any, body: Any, message: str) -> None:
+    """Shapes the SDK types do not allow fail with a located ProviderMappingError."""
+    with pytest.raises(ProviderMappingError, match=message):
+        ingest(body)

@@ -257,6 +257,45 @@ def test_incomplete_and_refusal() -> None:
     assert (out.stop_reason, out.provider_stop_reason) == ("max_tokens", "max_output_tokens")
 
 
+def test_completed_refusal_stops_with_refusal() -> None:
+    refused = {**message(""), "content": [{"type": "refusal", "refusal": "No."}]}
+    out = ingest_response(response([refused]))
+    assert (out.stop_reason, out.provider_stop_reason) == ("refusal", "completed")
+    assert ingest_response(response([message("ok")])).stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("body", "message_re"),
+    [
+        ({**response([]), "usage": {**USAGE, "input_tokens_details": "x"}},
+         r"usage\.input_tokens_details: expected dict"),
+        ({**response([]), "usage": {**USAGE, "output_tokens_details": 3}},
+         r"usage\.output_tokens_details: expected dict"),
+        (response([{**message(""), "content": ["x"]}]), r"output\[0\]\.content\[0\]: expected"),
+        (response([{**reasoning(False), "summary": ["x"]}]), r"\[0\]\.summary\[0\]: expected"),
+        (response([{**reasoning(False), "content": [1]}]), r"\[0\]\.content\[0\]: expected"),
+        (response([{**message("a"), "type": ["message"]}]), r"\[0\]\.type: expected str"),
+        ({**response([], "incomplete"), "incomplete_details": "x"}, "incomplete_details: expected"),
+    ],
+)  # fmt: skip
+def test_malformed_nested_fields_are_mapping_errors(body: Any, message_re: str) -> None:
+    """Shapes the SDK types do not allow fail with a located ProviderMappingError."""
+    with pytest.raises(ProviderMappingError, match=message_re):
+        ingest_response(body)
+
+
+def test_malformed_stream_targets_are_mapping_errors() -> None:
+    added = {"type": "response.output_item.added", "output_index": 0, "item": message("")}
+    bad_list = {**added, "item": {**message(""), "content": ["x"]}}
+    delta = {"type": "response.output_text.delta", "output_index": 0, "content_index": 0}
+    with pytest.raises(ProviderMappingError, match=r"event #2: the item's content\[0\]"):
+        ingest_stream([bad_list, {**delta, "delta": "hi"}])
+    part = {"type": "response.content_part.added", "output_index": 0, "content_index": 0,
+            "part": {"type": "output_text", "text": 5}}  # fmt: skip
+    with pytest.raises(ProviderMappingError, match=r"event #3: the delta's target\.text"):
+        ingest_stream([added, part, {**delta, "delta": "hi"}])
+
+
 def test_reasoning_text_content_is_kept() -> None:
     item = {**reasoning(True), "content": [{"type": "reasoning_text", "text": "step 1"}]}
     out = ingest_response(response([item, message("ok")]))

@@ -6,8 +6,9 @@ from typing import Any
 
 import orjson
 
-from eventlog.projections.providers.anthropic import render
-from eventlog.projections.providers.render_common import CANCELLED_TEXT
+from eventlog.projections.providers.anthropic import NO_OUTPUT_TEXT, render
+from eventlog.projections.providers.ingest_anthropic import ingest_response
+from eventlog.projections.providers.render_common import CANCELLED_TEXT, SKIPPED_TEXT
 from tests import render_windows as rw
 
 TOOLS = [
@@ -291,3 +292,67 @@ def test_two_thousand_turns() -> None:
             user(result(f"call_{k}", f"result {k}")),
             assistant(f"answer {k}"),
         ]
+
+
+def _thinking(text: str = "plan", signature: str = "SIG") -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text, "signature": signature}
+
+
+def _reply(*content: dict[str, Any], stop: str = "end_turn") -> rw.ModelOutput:
+    """An Anthropic response body, ingested as an application records it."""
+    return ingest_response(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "stop_reason": stop,
+            "content": list(content),
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+
+
+def test_thinking_alone_never_ends_an_assistant_message() -> None:
+    """The API refuses an assistant message whose final block is thinking: an output left with
+    thinking only (server tool blocks not kept, a blank text, its calls dropped) renders
+    nothing, and the user turns around it merge."""
+    paused = _reply(
+        _thinking("I should search."),
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        stop="pause_turn",
+    )
+    blank = _reply(_thinking("hm"), {"type": "text", "text": "\n\n"})
+    for output in (paused, blank):
+        w = rw.win(rw.text_in("q"), output, rw.text_in("next"))
+        assert r(w) == body(user("q", "next"))
+    called = rw.calls_out(
+        rw.call("toolu_1", "search", "{}"), parts=(rw.ReasoningPart(text="p", signature="S"),)
+    )
+    w = rw.win(rw.text_in("do it"), called, rw.text_in("stop"))
+    assert r(w, unanswered="drop") == body(user("do it", "stop"))
+    assert r(rw.win(rw.text_in("q"), blank)) == body(user("q"))  # nothing after it
+
+
+def test_thinking_alone_leads_the_next_output_it_merges_with() -> None:
+    w = rw.win(
+        rw.text_in("q"),
+        _reply(_thinking("a", "S1")),
+        _reply(_thinking("b", "S2"), {"type": "text", "text": "B"}),
+    )
+    assert r(w) == body(user("q"), assistant(_thinking("a", "S1"), _thinking("b", "S2"), "B"))
+
+
+def test_failed_result_without_text_says_it_failed() -> None:
+    """The API refuses `is_error: true` with empty content."""
+    w = rw.win(
+        rw.text_in("run"),
+        rw.calls_out(rw.call("c1", "search", "{}"), rw.call("c2", "search", "{}")),
+        rw.results(
+            rw.ok("c1", "search", "", status="failed"), rw.ok("c2", "search", " ", status="skipped")
+        ),
+    )
+    assert r(w)["messages"][2] == user(
+        result("c1", NO_OUTPUT_TEXT, error=True), result("c2", SKIPPED_TEXT, error=True)
+    )

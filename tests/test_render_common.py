@@ -199,6 +199,14 @@ def test_option_errors() -> None:
     assert body["temperature"] == 0.5
 
 
+@pytest.mark.parametrize("name", sorted(rw.SCENARIOS))
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_every_scenario_keeps_every_invariant(provider: str, name: str) -> None:
+    window = rw.SCENARIOS[name]()
+    for unanswered in ("cancel", "drop"):
+        rw.CHECKERS[provider](render(window, provider, model="m", unanswered=unanswered))
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(window=rw.windows())

@@ -326,3 +326,66 @@ def test_messages_keep_the_providers_ids_and_phase() -> None:
     from tests.test_render_sdk import RESPONSES_PARAMS, validate
 
     validate(RESPONSES_PARAMS, r(own))  # the SDK's request types take `phase`
+
+
+def _ingested(*output: dict[str, Any]) -> rw.ModelOutput:
+    """A Responses body with these output items, ingested as an application records it."""
+    from eventlog.projections.providers.ingest_openai_responses import ingest_response
+
+    return ingest_response(
+        {"object": "response", "id": "resp_1", "model": "gpt-x", "status": "completed",
+         "output": list(output), "usage": {"input_tokens": 1, "output_tokens": 1}}
+    )  # fmt: skip
+
+
+def _rs_enc(item_id: str) -> dict[str, Any]:
+    return {**_rs(item_id), "encrypted_content": f"ENC-{item_id}"}
+
+
+def _fc_item(n: int) -> dict[str, Any]:
+    return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "search",
+            "arguments": "{}", "status": "completed"}  # fmt: skip
+
+
+def test_reasoning_before_a_dropped_builtin_call_is_not_sent() -> None:
+    """`[rs_1, web_search_call, rs_2, msg_1]`: ingest keeps no built-in call, and a reasoning
+    item followed by another is refused: rs_1 (whose item is gone) is left out."""
+    output = _ingested(
+        _rs_enc("rs_1"),
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "x"}},
+        _rs_enc("rs_2"),
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Answer", "annotations": []}]},
+    )  # fmt: skip
+    w = rw.win(rw.text_in("q"), output, rw.text_in("more?"))
+    assert r(w)["input"] == [
+        user("q"),
+        _rs_enc("rs_2"),
+        {**assistant(2, "Answer"), "id": "msg_1"},
+        user("more?"),
+    ]
+
+
+def test_reasoning_between_calls_goes_back_between_them() -> None:
+    """`[rs_1, fc_1, rs_2, fc_2]` (parts and calls are kept apart): each reasoning item goes
+    back before a call, in order, never two in a row; a lone one before all the calls."""
+    output = _ingested(_rs_enc("rs_1"), _fc_item(1), _rs_enc("rs_2"), _fc_item(2))
+    answers = rw.results(rw.ok("call_1", "search", "r1"), rw.ok("call_2", "search", "r2"))
+    w = rw.win(rw.text_in("q"), output, answers)
+    items = r(w)["input"][1:]
+    assert [(i["type"], i.get("id") or i["call_id"]) for i in items] == [
+        ("reasoning", "rs_1"),
+        ("function_call", "fc_1"),
+        ("reasoning", "rs_2"),
+        ("function_call", "fc_2"),
+        ("function_call_output", "call_1"),
+        ("function_call_output", "call_2"),
+    ]
+    one = _ingested(_rs_enc("rs_1"), _fc_item(1), _fc_item(2))
+    items = r(rw.win(rw.text_in("q"), one, answers))["input"][1:4]
+    assert [i.get("id") for i in items] == ["rs_1", "fc_1", "fc_2"]
+    # More reasoning items than calls: the last ones, each before a call.
+    many = _ingested(_rs_enc("rs_0"), _rs_enc("rs_1"), _fc_item(1))
+    w = rw.win(rw.text_in("q"), many, rw.results(rw.ok("call_1", "search", "r1")))
+    assert [i.get("id") for i in r(w)["input"][1:3]] == ["rs_1", "fc_1"]

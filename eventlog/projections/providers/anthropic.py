@@ -5,7 +5,8 @@ alternation (consecutive user-side turns merge into one message, in order); each
 `tool_use` answered in the very next user message, all results of one output in that message
 and first in it; `is_error` on failed and skipped results; no empty or whitespace-only text
 blocks; `input` always an object; thinking and redacted-thinking blocks of Anthropic outputs
-byte-identical and first in their message; `max_tokens` always set.
+byte-identical and first in their message, never last (a message of thinking alone is dropped);
+failed results never without content; `max_tokens` always set.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, ToolResult
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
+    SKIPPED_TEXT,
     WEB_IMAGE_TYPES,
     Answer,
     Blocks,
@@ -51,6 +53,8 @@ MAX_BREAKPOINTS = 4
 IMAGE_TYPES = WEB_IMAGE_TYPES
 UNAVAILABLE_TOOL = "(not available in this request)"
 """Description of a tool defined only because the history uses it (see `render`)."""
+NO_OUTPUT_TEXT = "The tool failed with no output."
+"""Content of a failed result without text or attachments (the API refuses an empty error)."""
 
 Block = dict[str, Any]
 Message = dict[str, Any]
@@ -113,6 +117,10 @@ def _tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]
 class _Messages(SystemSlot):
     """Messages built in the pairing pass; same-role turns merge, thinking blocks stay first.
 
+    An assistant message never ends with thinking (the API refuses it): thinking of an output
+    with no other block waits in `pending` for the next output's blocks, and is dropped when a
+    user turn comes first.
+
     The current instruction is the `system` slot (see `SystemSlot` for the ones before the
     first turn); every other one stays at its place as user text.
     """
@@ -126,6 +134,8 @@ class _Messages(SystemSlot):
         """Content of the last message."""
         self.lead = 0
         """Number of leading thinking blocks of the last message."""
+        self.pending: list[Block] = []
+        """Thinking of outputs with no other block, since the last message (see class doc)."""
         self.tools: dict[str, None] = {}
         """Names of the tools the history called, in first-use order."""
 
@@ -173,6 +183,7 @@ class _Messages(SystemSlot):
         self._user(results)  # a new message: the assistant one has the tool_use blocks
 
     def _user(self, blocks: list[Block]) -> None:
+        self.pending = []  # thinking with nothing after it before a user turn: dropped
         if self.role == "user":
             self.content.extend(blocks)
         else:
@@ -186,7 +197,11 @@ class _Messages(SystemSlot):
                 self.content[k:k] = thinking
                 self.lead += len(thinking)
             self.content.extend(blocks)
-        elif blocks or thinking:
+        elif not blocks:
+            self.pending += thinking  # alone it would end its message: wait for blocks
+        else:
+            thinking = self.pending + thinking if self.pending else thinking
+            self.pending = []
             content = thinking + blocks if thinking else blocks
             self.messages.append({"role": "assistant", "content": content})
             self.role, self.content, self.lead = "assistant", content, len(thinking)
@@ -206,9 +221,15 @@ def _thinking(part: ReasoningPart) -> Block | None:
 
 
 def _result_block(tool_use_id: str, result: ToolResult) -> Block:
-    """`is_error` on failed and skipped results; no content rather than a blank one."""
+    """`is_error` on failed and skipped results; no content rather than a blank one.
+
+    An error with neither text nor attachments says it failed with no output: the API refuses
+    an empty error result.
+    """
     block: Block = {"type": "tool_result", "tool_use_id": tool_use_id}
     text = result_text(result)
+    if is_error(result) and is_blank(text) and not result.attachments:
+        text = SKIPPED_TEXT if result.status == "skipped" else NO_OUTPUT_TEXT
     if result.attachments:
         content = [] if is_blank(text) else [_text(text)]
         content += [_attachment(a) for a in result.attachments]
@@ -301,4 +322,4 @@ def _mark_message(message: Message, mark: dict[str, str]) -> bool:
     return False
 
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MAX_ID_LENGTH", "PROVIDER", "render"]
+__all__ = ["DEFAULT_MAX_TOKENS", "MAX_ID_LENGTH", "NO_OUTPUT_TEXT", "PROVIDER", "render"]

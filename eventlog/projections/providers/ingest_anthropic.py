@@ -48,7 +48,7 @@ def usage_from(raw: Any, where: str) -> Usage | None:
     u = as_dict(raw, where)
     read = non_negative(u.get("cache_read_input_tokens"))
     write = non_negative(u.get("cache_creation_input_tokens"))
-    details = u.get("output_tokens_details") or {}
+    details = get(u, "output_tokens_details", dict, where, {})
     return Usage(
         prompt_tokens=non_negative(u.get("input_tokens")) + read + write,
         completion_tokens=non_negative(u.get("output_tokens")),
@@ -146,9 +146,8 @@ class AnthropicAccumulator(Accumulator):
             return
         if kind == "message_start":
             self._message = get(e, "message", dict, where)
-            self._usage.update(
-                {k: v for k, v in (self._message.get("usage") or {}).items() if v is not None}
-            )
+            usage = get(self._message, "usage", dict, f"{where}.message", {})
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
             return
         if self._message is None:
             raise mapping_error(where, f"{kind!r} before message_start")
@@ -162,7 +161,8 @@ class AnthropicAccumulator(Accumulator):
         elif kind == "message_delta":
             delta = get(e, "delta", dict, where, {})
             self._stop = get(delta, "stop_reason", str, f"{where}.delta", None) or self._stop
-            self._usage.update({k: v for k, v in (e.get("usage") or {}).items() if v is not None})
+            usage = get(e, "usage", dict, where, {})
+            self._usage.update({k: v for k, v in usage.items() if v is not None})
         elif kind == "message_stop":
             self._stopped = True
 
@@ -174,16 +174,15 @@ class AnthropicAccumulator(Accumulator):
         delta = get(e, "delta", dict, where)
         kind = delta.get("type")
         d_where = f"{where}.delta"
+        b_where = f"{where}: content block {index}"
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + get(delta, "text", str, d_where)
+            _append(block, "text", get(delta, "text", str, d_where), b_where)
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + get(delta, "thinking", str, d_where)
+            _append(block, "thinking", get(delta, "thinking", str, d_where), b_where)
         elif kind == "signature_delta":
-            block["signature"] = (block.get("signature") or "") + get(
-                delta, "signature", str, d_where
-            )
+            _append(block, "signature", get(delta, "signature", str, d_where), b_where)
         elif kind == "input_json_delta":
-            block["_raw"] = block.get("_raw", "") + get(delta, "partial_json", str, d_where)
+            _append(block, "_raw", get(delta, "partial_json", str, d_where), b_where)
         # citations_delta: citations are not kept (see docs/providers.md).
 
     def result(self) -> ModelOutput:
@@ -205,6 +204,11 @@ class AnthropicAccumulator(Accumulator):
             usage=usage_from(self._usage, f"{where}.usage") if self._usage else None,
             where=where,
         )
+
+
+def _append(block: dict[str, Any], key: str, text: str, where: str) -> None:
+    """Add a delta's text to a started block's field, which must be text (or absent) too."""
+    block[key] = get(block, key, str, where, "") + text
 
 
 def ingest_stream(events: Iterable[Any]) -> ModelOutput:

@@ -25,6 +25,7 @@ from eventlog.projections.providers.common import (
     as_dict,
     dumps,
     first_of,
+    get,
     mapping_error,
     non_negative,
 )
@@ -112,10 +113,8 @@ class GeminiAccumulator(Accumulator):
                 self._fold_candidate(c, f"{where}.candidates[{i}]")
 
     def _fold_candidate(self, c: dict[str, Any], where: str) -> None:
-        content = c.get("content") or {}
-        parts = content.get("parts") or []
-        if not isinstance(parts, list):
-            raise mapping_error(f"{where}.content.parts", "expected a list")
+        content = get(c, "content", dict, where, {})
+        parts = get(content, "parts", list, f"{where}.content", [])
         for j, raw in enumerate(parts):
             self._fold_part(as_dict(raw, f"{where}.content.parts[{j}]"), f"{where}.parts[{j}]")
         finish = first_of(c, "finishReason", "finish_reason")

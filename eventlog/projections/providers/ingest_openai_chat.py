@@ -54,8 +54,8 @@ def usage_from(raw: Any, where: str) -> Usage | None:
     if raw is None:
         return None
     u = as_dict(raw, where)
-    prompt = u.get("prompt_tokens_details") or {}
-    completion = u.get("completion_tokens_details") or {}
+    prompt = get(u, "prompt_tokens_details", dict, where, {})
+    completion = get(u, "completion_tokens_details", dict, where, {})
     return Usage(
         prompt_tokens=non_negative(u.get("prompt_tokens")),
         completion_tokens=non_negative(u.get("completion_tokens")),
@@ -95,9 +95,18 @@ def _output(
         tool_calls=tuple(calls),
         invocation=Invocation(provider=PROVIDER, specification=SPECIFICATION, model=model),
         usage=usage,
-        stop_reason=STOP_REASONS.get(finish, "other") if finish else None,
+        stop_reason=_stop_reason(finish, refusal),
         provider_stop_reason=finish,
     )
+
+
+def _stop_reason(finish: str | None, refusal: str) -> str | None:
+    """The neutral stop reason; a refusal ends with `stop`, the neutral value is `refusal`."""
+    if not finish:
+        return None
+    if finish == "stop" and refusal:
+        return "refusal"
+    return STOP_REASONS.get(finish, "other")
 
 
 def _message_call(raw: Any, where: str) -> ToolCall:
@@ -215,14 +224,17 @@ class OpenAIChatAccumulator(Accumulator):
         if isinstance(delta.get("refusal"), str):
             self._refusal.append(delta["refusal"])
         for j, raw in enumerate(get(delta, "tool_calls", list, where, [])):
-            self._call_delta(as_dict(raw, f"{where}.delta.tool_calls[{j}]"), where)
+            c_where = f"{where}.delta.tool_calls[{j}]"
+            self._call_delta(as_dict(raw, c_where), c_where)
         legacy = delta.get("function_call")
         if isinstance(legacy, dict):
-            self._call_delta({"index": 0, "id": "function_call", "function": legacy}, where)
+            legacy_call = {"index": 0, "id": "function_call", "function": legacy}
+            self._call_delta(legacy_call, f"{where}.delta.function_call")
         if c.get("finish_reason") is not None:
             self._finish = get(c, "finish_reason", str, where)
 
     def _call_delta(self, d: dict[str, Any], where: str) -> None:
+        """Fold one tool call delta (`where`: its place in the stream)."""
         index = d.get("index")
         if not isinstance(index, int):
             # Some compatible servers omit `index`: a new id opens a call, else the last continues.
@@ -234,10 +246,11 @@ class OpenAIChatAccumulator(Accumulator):
         call = self._calls.setdefault(index, _Call())
         if d.get("id") and not call.id:
             call.id = d["id"]
-        function = d.get("function") or {}
-        if function.get("name"):
+        function = get(d, "function", dict, where, {})
+        name = get(function, "name", str, f"{where}.function", "")
+        if name:
             # Name arrives once; a few servers repeat it on every delta.
-            call.name = call.name if call.name == function["name"] else call.name + function["name"]
+            call.name = call.name if call.name == name else call.name + name
         if isinstance(function.get("arguments"), str):
             call.arguments.append(function["arguments"])
 

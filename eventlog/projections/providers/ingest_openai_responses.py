@@ -58,8 +58,8 @@ def usage_from(raw: Any, where: str) -> Usage | None:
     if raw is None:
         return None
     u = as_dict(raw, where)
-    inp = u.get("input_tokens_details") or {}
-    out = u.get("output_tokens_details") or {}
+    inp = get(u, "input_tokens_details", dict, where, {})
+    out = get(u, "output_tokens_details", dict, where, {})
     return Usage(
         prompt_tokens=non_negative(u.get("input_tokens")),
         completion_tokens=non_negative(u.get("output_tokens")),
@@ -70,28 +70,23 @@ def usage_from(raw: Any, where: str) -> Usage | None:
 
 
 def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[ToolCall]]:
-    kind = item.get("type")
+    kind = get(item, "type", str, where, None)
     if kind == "reasoning":
-        summary = get(item, "summary", list, where, [])
-        content = get(item, "content", list, where, [])
         return [
             ReasoningPart(
-                text="".join(
-                    get(c, "text", str, f"{where}.content[{i}]", "") for i, c in enumerate(content)
-                ),
+                text="".join(_texts(item, "content", where)),
                 item_id=get(item, "id", str, where, None),
                 encrypted_content=get(item, "encrypted_content", str, where, None),
-                summary=tuple(
-                    get(s, "text", str, f"{where}.summary[{i}]", "") for i, s in enumerate(summary)
-                ),
+                summary=tuple(_texts(item, "summary", where)),
             )
         ], []
     if kind == "message":
         parts: list[Part] = []
         item_id = get(item, "id", str, where, None)
         phase = get(item, "phase", str, where, None)
-        for i, c in enumerate(get(item, "content", list, where, [])):
+        for i, raw in enumerate(get(item, "content", list, where, [])):
             c_where = f"{where}.content[{i}]"
+            c = as_dict(raw, c_where)
             if c.get("type") == "output_text":
                 text = get(c, "text", str, c_where, "")
                 if text:
@@ -120,6 +115,24 @@ def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[Tool
     return [], []
 
 
+def _texts(item: dict[str, Any], key: str, where: str) -> list[str]:
+    """The `text` of each entry of a reasoning item's `content` or `summary` list."""
+    entries = get(item, key, list, where, [])
+    return [
+        get(as_dict(e, f"{where}.{key}[{i}]"), "text", str, f"{where}.{key}[{i}]", "")
+        for i, e in enumerate(entries)
+    ]
+
+
+def _completed_stop(parts: list[Part], calls: list[ToolCall]) -> str:
+    """The neutral stop reason of a completed response: a refusal part makes it `refusal`."""
+    if calls:
+        return "tool_use"
+    if any(isinstance(p, RefusalPart) and p.text for p in parts):
+        return "refusal"
+    return "end_turn"
+
+
 def _output(
     items: list[dict[str, Any]], response: dict[str, Any], where: str, usage: Any
 ) -> ModelOutput:
@@ -133,12 +146,12 @@ def _output(
         parts += item_parts
         calls += item_calls
     if status == "incomplete":
-        details = response.get("incomplete_details") or {}
-        raw_reason = details.get("reason") or "incomplete"
+        details = get(response, "incomplete_details", dict, where, {})
+        raw_reason = get(details, "reason", str, f"{where}.incomplete_details", "") or "incomplete"
         stop = INCOMPLETE_REASONS.get(raw_reason, "other")
     elif status in (None, "completed"):
         raw_reason = status or "completed"
-        stop = "tool_use" if calls else "end_turn"
+        stop = _completed_stop(parts, calls)
     else:
         raise mapping_error(f"{where}.status", f"the response is still {status!r}")
     return ModelOutput(
@@ -182,13 +195,16 @@ class OpenAIResponsesAccumulator(Accumulator):
             raise mapping_error(where, f"delta for output_index {index} before its item was added")
         return self._items[index]
 
-    def _slot(self, item: dict[str, Any], key: str, index: int, blank: dict[str, Any]) -> Any:
+    def _slot(
+        self, item: dict[str, Any], key: str, index: int, blank: dict[str, Any], where: str
+    ) -> dict[str, Any]:
+        """Entry `index` of an item's `content` or `summary` list, made when missing."""
         seq = item.get(key)
         if not isinstance(seq, list):
             seq = item[key] = []
         while len(seq) <= index:
             seq.append(dict(blank))
-        return seq[index]
+        return as_dict(seq[index], f"{where}: the item's {key}[{index}]")
 
     def _feed(self, e: dict[str, Any], where: str) -> None:
         kind = e.get("type")
@@ -207,7 +223,8 @@ class OpenAIResponsesAccumulator(Accumulator):
             self._items[get(e, "output_index", int, where)] = item
         elif kind in _PART_ADDED:
             key, index_key = _PART_ADDED[kind]
-            part = self._slot(self._item(e, where), key, get(e, index_key, int, where), {})
+            index = get(e, index_key, int, where)
+            part = self._slot(self._item(e, where), key, index, {}, where)
             part.update(copy.deepcopy(get(e, "part", dict, where)))
         elif kind in _DELTAS:
             self._delta(e, _DELTAS[kind], where)
@@ -217,8 +234,10 @@ class OpenAIResponsesAccumulator(Accumulator):
         key, index_key, field, blank = rule
         target = self._item(e, where)
         if key is not None and index_key is not None:
-            target = self._slot(target, key, get(e, index_key, int, where), {"type": blank})
-        target[field] = (target.get(field) or "") + get(e, "delta", str, where)
+            index = get(e, index_key, int, where)
+            target = self._slot(target, key, index, {"type": blank}, where)
+        text = get(target, field, str, f"{where}: the delta's target", "")
+        target[field] = text + get(e, "delta", str, where)
 
     def result(self) -> ModelOutput:
         """The finished output; a mapping error if no response.completed/incomplete arrived."""

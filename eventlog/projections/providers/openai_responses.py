@@ -4,7 +4,7 @@ Rules held by construction: the current instruction as `instructions`, earlier o
 as developer messages where they took effect; user text as `input_text`; assistant text as
 `output_text` in an assistant `message`; `function_call` and `function_call_output` items
 paired by `call_id`, outputs right after their calls; reasoning items (id, summary, encrypted
-content) only for outputs OpenAI produced, and only followed by the item they preceded.
+content) only for outputs OpenAI produced, each directly followed by a message or call item.
 """
 
 from __future__ import annotations
@@ -137,9 +137,10 @@ class _Items(SystemSlot):
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
         """The output's items in the order of its parts, then its calls and their outputs.
 
-        Reasoning items (OpenAI's own) stay where they came, each before the item it preceded:
-        runs of text between them become assistant messages. Reasoning with nothing after it
-        is not sent (the API wants the item it preceded).
+        Reasoning items (OpenAI's own) stay where they came, each right before the item it
+        preceded (the API refuses one followed by anything else): runs of text between them
+        become assistant messages, and the reasoning after the last message goes before the
+        calls (see `_OutputItems`). Reasoning with nothing after it is not sent.
         """
         self.start_turn()
         own = from_provider(output, PROVIDER)
@@ -150,20 +151,18 @@ class _Items(SystemSlot):
             elif isinstance(part, RefusalPart) and part.text:
                 run.add({"type": "refusal", "refusal": part.text})
             elif own and _is_openai_reasoning(part):
-                run.close()
-                run.items.append(_reasoning(part))
+                run.reasoning(_reasoning(part))
         run.close()
-        items, messages = run.items, run.messages
-        if not answers:  # reasoning after the last message preceded nothing that is sent
-            while items and items[-1]["type"] == "reasoning":
-                items.pop()
-        if not messages and not answers:
+        if not run.messages and not answers:
             return
-        self.out += items
+        self.out += run.items
         if not answers:
-            return
+            return  # reasoning after the last message preceded nothing that is sent
+        lead = run.pending[-len(answers) :]
         outputs: list[Item] = []
-        for call, uid, result in answers:
+        for k, (call, uid, result) in enumerate(answers):
+            if k < len(lead):
+                self.out.append(lead[k])
             call_id = _call_id(uid)
             custom = custom_input(call, self.custom_tools)
             self.out.append(_call_item(call, call_id, own, custom))
@@ -179,11 +178,17 @@ class _OutputItems:
 
     Text of OpenAI's own outputs keeps the message it came in (its id and phase); a message
     without one gets a derived id (`message_id`).
+
+    Of reasoning items in a row before a message, only the last goes before it: the ones before
+    it preceded items ingest does not keep (built-in tool calls). Reasoning after the last
+    message waits in `pending`: the renderer puts it before the calls, one item per call.
     """
 
     def __init__(self, stream: str, seq: int) -> None:
         self.stream, self.seq = stream, seq
         self.items: list[Item] = []
+        self.pending: list[Item] = []
+        """Reasoning items since the last message, in order."""
         self.messages = 0
         self.content: list[dict[str, Any]] = []
         self.source: tuple[str | None, str | None] = (None, None)
@@ -200,9 +205,17 @@ class _OutputItems:
     def add(self, block: dict[str, Any]) -> None:
         self.content.append(block)
 
+    def reasoning(self, item: Item) -> None:
+        """A reasoning item: it ends the message being built and waits for the next one."""
+        self.close()
+        self.pending.append(item)
+
     def close(self) -> None:
-        """End the message being built (if any)."""
+        """End the message being built (if any), after the last reasoning item before it."""
         if self.content:
+            if self.pending:
+                self.items.append(self.pending[-1])
+                self.pending = []
             item_id, phase = self.source
             item = _message(
                 item_id or message_id(self.stream, self.seq, self.messages), self.content
