@@ -824,6 +824,10 @@ class Store:
                 if problem is not None:
                     return count, problem
                 prev_seq, prev_hash, prev_position = rec.seq, rec.hash, rec.position
+            unindexed = self._backend.id_index_problem(page)
+            if unindexed is not None:
+                rec, why = unindexed
+                return count, Problem(stream, rec.seq, rec.id, why)
             if progress is not None:
                 progress(done + count)
             if len(page) < PAGE:

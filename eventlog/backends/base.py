@@ -199,6 +199,15 @@ class Backend(ABC):
         """
         return None
 
+    def id_index_problem(self, records: Sequence[Record]) -> tuple[Record, str] | None:
+        """The first record its backend's id index does not point back to, and why (or None).
+
+        `verify` asks for each page of records it checks. The index is what makes a retried
+        append idempotent: an entry lost or pointing elsewhere would let the retry store the
+        event twice. Backends whose engine enforces unique ids itself (SQLite) keep None.
+        """
+        return None
+
     @abstractmethod
     def append(self, records: Sequence[Record], durability: Durability) -> list[int]:
         """Insert records of one stream atomically; return their positions, or raise Conflict.

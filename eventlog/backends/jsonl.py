@@ -1297,6 +1297,16 @@ class JSONLBackend(Backend):
                 return None
             return self._read_range(st, st.last_seq, st.last_seq)[0]
 
+    def id_index_problem(self, records: Sequence[Record]) -> tuple[Record, str] | None:
+        """The first record whose id the index does not map to its position."""
+        with self._mutex:
+            for rec in records:
+                pos = self._ids.get(rec.id)
+                if pos != rec.position:
+                    where = "has no entry" if pos is None else f"says position {pos}"
+                    return rec, f"index.log {where} for event {rec.id}"
+        return None
+
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
         """Look ids up in the index, then read their lines."""
         with self._mutex:

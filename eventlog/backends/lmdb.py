@@ -867,6 +867,19 @@ class LMDBBackend(Backend):
 
         return self._run(find, buffers=True)
 
+    def id_index_problem(self, records: Sequence[Record]) -> tuple[Record, str] | None:
+        """The first record whose id the ``ids`` sub-database does not map to its own key."""
+
+        def check(txn: Txn) -> tuple[Record, str] | None:
+            for rec in records:
+                key = txn.get(rec.id.encode(), db=self._ids)
+                if key != event_key(rec.stream, rec.seq):
+                    where = "has no entry" if key is None else "points to another record"
+                    return rec, f"the id index {where} for event {rec.id}"
+            return None
+
+        return self._run(check)
+
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
         """Look each id up in the id index, then its record."""
 

@@ -394,6 +394,30 @@ def test_damaged_record_names_stream_and_seq(store: el.Store) -> None:
     assert [(p.stream, p.seq) for p in report.problems] == [("s", 2)]
 
 
+@pytest.mark.parametrize("edit", ["deleted", "elsewhere"])
+def test_verify_finds_an_id_index_entry_lost_or_moved(tmp_path: Path, edit: str) -> None:
+    """The id index makes a retried append idempotent: an entry lost (or pointing at another
+    record) would let the retry store the event twice, so verify checks every entry."""
+    path = str(tmp_path / "ids")
+    with el.open(f"lmdb://{path}") as store:
+        events = store.append("s", text_events(3))
+        assert store.verify().ok
+    env = lmdb.open(path, max_dbs=8)
+    with env.begin(write=True) as txn:
+        ids = env.open_db(b"ids", txn=txn)
+        key = events[1].id.encode()
+        if edit == "deleted":
+            assert txn.delete(key, db=ids)
+        else:
+            txn.put(key, txn.get(events[0].id.encode(), db=ids), db=ids)
+    env.close()
+    with el.open(f"lmdb://{path}") as store:
+        (problem,) = store.verify().problems
+        assert (problem.stream, problem.seq, problem.event_id) == ("s", 2, events[1].id)
+        what = "has no entry" if edit == "deleted" else "points to another record"
+        assert f"the id index {what} for event {events[1].id}" in problem.message
+
+
 def test_newer_layout_is_refused(tmp_path: Path) -> None:
     path = str(tmp_path / "future")
     LMDBBackend(path).close()
