@@ -680,8 +680,11 @@ def test_a_line_pasted_from_another_stream_cannot_reorder_a_rebuild(root: Path) 
         assert [e.seq for e in store.read("chat")] == list(range(1, 7))
         positions = [e.position for e in store.read_all()]
         assert positions == sorted(set(positions))
-        (problem,) = store.verify().problems
-        assert (problem.stream, problem.seq) == ("chat", 4)
+        pasted, original = store.verify().problems
+        assert (pasted.stream, pasted.seq) == ("chat", 4) and "hash mismatch" in pasted.message
+        # The same id is now in two streams: the index maps it to one of them only.
+        assert (original.stream, original.seq, original.event_id) == ("other", 4, pasted.event_id)
+        assert "index.log says position" in original.message
 
 
 def test_zero_filled_tail_is_cut(root: Path) -> None:
