@@ -558,9 +558,8 @@ class Codec:
         `to_event` and its checks and messages.
         """
         types = self.payload_types()
-        if types is None:  # no union of the payload classes: each record through `to_event`
-            return [self.to_event(rec, location) for rec in self._unpack(rows, location, stream)]
-        decode, current = typed_decoder(types.union).decode, types.current
+        decode = typed_decoder(types.union).decode if types is not None else None
+        current = types.current if types is not None else {}
         out: list[RecordedEvent] = []
         append = out.append
         to_event = self.to_event
@@ -570,27 +569,17 @@ class Codec:
             else:
                 position, packed = row  # type: ignore[misc]
                 row_stream = stream
-            try:
-                event = exact_event(decode(packed), current, row_stream, position)
-            except STORED_VALUE_ERRORS:  # TypeError: stored as non-bytes
-                event = None  # unpack_record below raises the CorruptionError that says where
+            if decode is None:  # no union of the payload classes (see PayloadTypes)
+                event = None
+            else:
+                try:
+                    event = exact_event(decode(packed), current, row_stream, position)
+                except STORED_VALUE_ERRORS:  # TypeError: stored as non-bytes
+                    event = None  # unpack_record below raises the CorruptionError that says where
             if event is None:
                 event = to_event(unpack_record(position, row_stream, packed, location), location)
             append(event)
         return out
-
-    @staticmethod
-    def _unpack(
-        rows: Sequence[PackedRow] | Sequence[StreamRow], location: str, stream: str | None
-    ) -> Iterable[Record]:
-        """The records of packed rows (of `stream`, if given: then they are `StreamRow`s)."""
-        for row in rows:
-            if stream is None:
-                position, row_stream, packed = row  # type: ignore[misc]
-            else:
-                position, packed = row  # type: ignore[misc]
-                row_stream = stream
-            yield unpack_record(position, row_stream, packed, location)
 
 
 def _check_json(value: object, field: str, check: Check, index: int) -> None:

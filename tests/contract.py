@@ -39,6 +39,7 @@ from hypothesis.stateful import (
 )
 
 import eventlog as el
+from eventlog.codec import Codec
 from tests.strategies import events as event_strategy
 
 FreshURL = Callable[[], str]
@@ -508,6 +509,21 @@ class BackendContract:
             return len(await el.AsyncStore(store).read_all())
 
         assert asyncio.run(async_read_all()) == n  # every event, as the sync read_all gives
+
+    def test_reads_without_a_payload_union_give_the_same_events(
+        self, store: el.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """When the registered payload classes cannot form one tagged union (an application
+        class with a tag field of its own), every read takes the per-record path, with the
+        same result as the one-pass decoders."""
+        store.append("s", text_events(5))
+        store.append("s", [el.Event(data=el.ModelInput.from_text("m"), meta={"k": 1})])
+        store.append("t", text_events(2, "t"))
+        expected = (list(store.read("s")), list(store.read("s", backwards=True)))
+        everything = list(store.read_all())
+        monkeypatch.setattr(Codec, "payload_types", lambda self: None)
+        assert (list(store.read("s")), list(store.read("s", backwards=True))) == expected
+        assert list(store.read_all()) == everything
 
     def test_packed_and_record_reads_agree(self, store: el.Store) -> None:
         """`read_packed` / `read_all_packed` (the fast path of packing backends, generic on the

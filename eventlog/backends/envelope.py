@@ -20,46 +20,41 @@ from eventlog.errors import CorruptionError
 from eventlog.events import RecordedEvent
 
 
-class Packed(msgspec.Struct, array_like=True, frozen=True, gc=False):
+class _Head(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """The fields of a packed record before its payload (schema v3's whole envelope)."""
+
+    seq: int
+    id: str
+    ts: int
+    type: str
+    version: int
+    meta: bytes
+    causation_id: str | None
+    correlation_id: str | None
+    hash: bytes
+    codec: int
+
+
+class Packed(_Head, frozen=True, gc=False):
     """A packed record as stored: seq, id, time, kind, links, hash, payload codec, payload.
 
     `data` is the payload's MessagePack value as stored: the plain payload itself, or a bin
     holding the stored bytes (a compressed payload, or a JSON one).
     """
 
-    seq: int
-    id: str
-    ts: int
-    type: str
-    version: int
-    meta: bytes
-    causation_id: str | None
-    correlation_id: str | None
-    hash: bytes
-    codec: int
     data: msgspec.Raw
 
 
 P = TypeVar("P")
 
 
-class TypedPacked(msgspec.Struct, Generic[P], array_like=True, frozen=True, gc=False):
+class TypedPacked(_Head, Generic[P], frozen=True, gc=False):
     """A packed record decoded in one pass with its payload typed.
 
     `P` is the registered payload classes' union (`eventlog.codec.PayloadTypes`); a compressed
     payload (a bin) decodes as bytes.
     """
 
-    seq: int
-    id: str
-    ts: int
-    type: str
-    version: int
-    meta: bytes
-    causation_id: str | None
-    correlation_id: str | None
-    hash: bytes
-    codec: int
     data: P | bytes
 
 

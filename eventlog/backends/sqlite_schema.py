@@ -131,30 +131,17 @@ def _v3(db: sqlite_utils.Database, search: bool) -> None:
     for the indexes, `list_streams` and people querying the file with SQL.
     """
     conn = db.conn
-    count = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-    started = time.perf_counter()
-    if count:
-        log.info("packing the envelopes of %d events (schema v3)", count)
     conn.execute("ALTER TABLE events ADD COLUMN env BLOB NOT NULL DEFAULT X''")
-    after = done = 0
-    while True:
-        rows = conn.execute(
-            "SELECT position, seq, id, ts, type, version, meta, causation_id, correlation_id, "
-            "hash, codec FROM events WHERE position > ? ORDER BY position LIMIT ?",
-            (after, _MIGRATE_CHUNK),
-        ).fetchall()
-        if not rows:
-            break
-        conn.executemany(
-            "UPDATE events SET env = ? WHERE position = ?",
-            [(_encode(row[1:]), row[0]) for row in rows],
-        )
-        after, done = rows[-1][0], done + len(rows)
-        log.debug("packed %d of %d envelopes", done, count)
+    _rewrite(
+        conn,
+        "seq, id, ts, type, version, meta, causation_id, correlation_id, hash, codec",
+        "env",
+        lambda row: _encode(row),
+        "envelopes",
+        3,
+    )
     for column in _PACKED_FIELDS:
         conn.execute(f"ALTER TABLE events DROP COLUMN {column}")
-    if count:
-        log.info("packed %d envelopes in %.1f s", count, time.perf_counter() - started)
 
 
 def _v4(db: sqlite_utils.Database, search: bool) -> None:
@@ -166,28 +153,40 @@ def _v4(db: sqlite_utils.Database, search: bool) -> None:
     keeps its bytes (envelope, then payload), so reads and `verify` still report it as damaged.
     """
     conn = db.conn
+    conn.execute("ALTER TABLE events RENAME COLUMN data TO rec")
+    _rewrite(conn, "env, rec", "rec", lambda row: _v4_record(*row), "records", 4)
+    conn.execute("ALTER TABLE events DROP COLUMN env")
+
+
+def _rewrite(
+    conn: sqlite3.Connection,
+    columns: str,
+    target: str,
+    pack: Callable[[tuple[Any, ...]], object],
+    what: str,
+    version: int,
+) -> None:
+    """Set `target` of every event row to `pack(its columns)`, in chunks, logging progress."""
     count = conn.execute("SELECT count(*) FROM events").fetchone()[0]
     started = time.perf_counter()
     if count:
-        log.info("packing the records of %d events (schema v4)", count)
-    conn.execute("ALTER TABLE events RENAME COLUMN data TO rec")
+        log.info("packing the %s of %d events (schema v%d)", what, count, version)
     after = done = 0
     while True:
         rows = conn.execute(
-            "SELECT position, env, rec FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            f"SELECT position, {columns} FROM events WHERE position > ? ORDER BY position LIMIT ?",
             (after, _MIGRATE_CHUNK),
         ).fetchall()
         if not rows:
             break
         conn.executemany(
-            "UPDATE events SET rec = ? WHERE position = ?",
-            [(_v4_record(env, data), position) for position, env, data in rows],
+            f"UPDATE events SET {target} = ? WHERE position = ?",
+            [(pack(row[1:]), row[0]) for row in rows],
         )
         after, done = rows[-1][0], done + len(rows)
-        log.debug("packed %d of %d records", done, count)
-    conn.execute("ALTER TABLE events DROP COLUMN env")
+        log.debug("packed %d of %d %s", done, count, what)
     if count:
-        log.info("packed %d records in %.1f s", count, time.perf_counter() - started)
+        log.info("packed %d %s in %.1f s", count, what, time.perf_counter() - started)
 
 
 def _v4_record(env: object, data: object) -> object:
