@@ -54,7 +54,7 @@ from eventlog.errors import (
     StoreClosedError,
     UsageError,
 )
-from eventlog.events import RecordedEvent
+from eventlog.events import RecordedEvent, is_event_id
 
 if TYPE_CHECKING:
     from eventlog.codec import Codec
@@ -821,15 +821,23 @@ class JSONLBackend(Backend):
         self._load_index(os.fstat(self._index_fd).st_size)
 
     def _claimed(self) -> dict[str, dict[int, str]]:
-        """Stem -> {seq: id} of the events index.log lists as committed (the lines that parse)."""
+        """Stem -> {seq: id} of the events index.log lists as committed.
+
+        Only whole lines that parse, with well-formed ids, count: a torn last line (its write
+        never finished, so nothing it lists was acknowledged) or a line zero-filled in part
+        by a power loss claims nothing.
+        """
         claimed: dict[str, dict[int, str]] = {}
-        for raw in os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0).split(b"\n"):
+        data = os.pread(self._index_fd, os.fstat(self._index_fd).st_size, 0)
+        for raw in data[: data.rfind(b"\n") + 1].split(b"\n"):
             try:
                 entry = _parse_index_line(raw)
             except (ValueError, UnicodeDecodeError):
                 continue
             if isinstance(entry, str):
                 claimed.setdefault(entry, {})
+            elif not all(map(is_event_id, entry.ids)):
+                continue
             else:
                 ids = claimed.setdefault(entry.stem, {})
                 ids.update(zip(range(entry.seq, entry.seq + entry.n), entry.ids, strict=True))
