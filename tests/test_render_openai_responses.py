@@ -389,3 +389,26 @@ def test_reasoning_between_calls_goes_back_between_them() -> None:
     many = _ingested(_rs_enc("rs_0"), _rs_enc("rs_1"), _fc_item(1))
     w = rw.win(rw.text_in("q"), many, rw.results(rw.ok("call_1", "search", "r1")))
     assert [i.get("id") for i in r(w)["input"][1:3]] == ["rs_1", "fc_1"]
+
+
+def test_reasoning_before_a_call_stays_with_it_when_a_message_follows() -> None:
+    """`[rs_1, fc_1, rs_2, msg_1]`: calls are kept apart from the parts, so rs_1 seems to
+    precede rs_2; it goes back before the call instead of being dropped (a call the API finds
+    without its reasoning item is refused)."""
+    output = _ingested(
+        _rs_enc("rs_1"),
+        _fc_item(1),
+        _rs_enc("rs_2"),
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Calling", "annotations": []}]},
+    )  # fmt: skip
+    w = rw.win(rw.text_in("q"), output, rw.results(rw.ok("call_1", "search", "r1")))
+    items = r(w)["input"][1:]
+    assert [(i["type"], i.get("id") or i["call_id"]) for i in items] == [
+        ("reasoning", "rs_2"),
+        ("message", "msg_1"),
+        ("reasoning", "rs_1"),
+        ("function_call", "fc_1"),
+        ("function_call_output", "call_1"),
+    ]
+    rw.CHECKERS["openai-responses"](r(w))

@@ -158,7 +158,7 @@ class _Items(SystemSlot):
         self.out += run.items
         if not answers:
             return  # reasoning after the last message preceded nothing that is sent
-        lead = run.pending[-len(answers) :]
+        lead = (run.spare + run.pending)[-len(answers) :]
         outputs: list[Item] = []
         for k, (call, uid, result) in enumerate(answers):
             if k < len(lead):
@@ -180,8 +180,10 @@ class _OutputItems:
     without one gets a derived id (`message_id`).
 
     Of reasoning items in a row before a message, only the last goes before it: the ones before
-    it preceded items ingest does not keep (built-in tool calls). Reasoning after the last
-    message waits in `pending`: the renderer puts it before the calls, one item per call.
+    it preceded a function call (kept apart from the parts, so its place among them is not
+    known) or an item ingest does not keep (a built-in tool call). They wait in `spare`, and
+    reasoning after the last message in `pending`: the renderer puts them before the calls, one
+    item per call, in order (surplus ones, which preceded built-in calls, are not sent).
     """
 
     def __init__(self, stream: str, seq: int) -> None:
@@ -189,6 +191,8 @@ class _OutputItems:
         self.items: list[Item] = []
         self.pending: list[Item] = []
         """Reasoning items since the last message, in order."""
+        self.spare: list[Item] = []
+        """Reasoning items that preceded others before a message (see the class doc)."""
         self.messages = 0
         self.content: list[dict[str, Any]] = []
         self.source: tuple[str | None, str | None] = (None, None)
@@ -214,6 +218,7 @@ class _OutputItems:
         """End the message being built (if any), after the last reasoning item before it."""
         if self.content:
             if self.pending:
+                self.spare += self.pending[:-1]
                 self.items.append(self.pending[-1])
                 self.pending = []
             item_id, phase = self.source
