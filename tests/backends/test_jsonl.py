@@ -547,6 +547,10 @@ def test_a_leftover_met_while_a_group_is_staged_is_cut(root: Path) -> None:
         assert again.verify().ok
 
 
+EVENT_ID = "01a20dc7-06de-7377-a29c-9b4d65c228f0"
+"""A well-formed event id for index lines written by hand."""
+
+
 def test_an_index_naming_a_missing_stream_file_stops_the_open(root: Path) -> None:
     """index.log lists committed events in a file that is gone: an error, nothing changed;
     deleting index.log accepts the loss and rebuilds from the files that remain."""
@@ -556,7 +560,7 @@ def test_an_index_naming_a_missing_stream_file_stops_the_open(root: Path) -> Non
         where = _where(store)
     index = root / "index.log"
     index.write_bytes(
-        index.read_bytes() + b"B 4 1 zz~0000000000000000 1 34 300 1 " + b"0" * 36 + b"\n"
+        index.read_bytes() + b"B 4 1 zz~0000000000000000 1 34 300 1 " + EVENT_ID.encode() + b"\n"
     )
     damaged = index.read_bytes()
     with pytest.raises(el.CorruptionError, match="zz~0000000000000000.jsonl, which is missing"):
