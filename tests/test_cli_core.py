@@ -278,3 +278,19 @@ def test_verify_prints_a_damaged_event_id_as_text(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert damaged in done.stdout + done.stderr
+
+
+def test_a_schema_upgrade_is_announced_on_stderr(tmp_path: Path) -> None:
+    """Opening an older SQLite store migrates it, which takes a while on a big one: the
+    command says so (and how long it took) instead of sitting silent."""
+    from tests.backends.test_sqlite import _old_store
+
+    path = tmp_path / "v3.db"
+    expected = _old_store(path, 3)
+    result = run("verify", store=f"sqlite:///{path}")
+    assert result.returncode == 0, result.stderr
+    count = len(expected) + 1  # and the compressed event _old_store adds
+    assert f"eventlog: packing the records of {count} events (schema v4)" in result.stderr
+    assert f"eventlog: packed {count} records in" in result.stderr
+    again = run("verify", store=f"sqlite:///{path}")
+    assert again.returncode == 0 and "packing" not in again.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -20,6 +21,29 @@ from eventlog.errors import EventlogError, UsageError
 from eventlog.store import ANY, MAX_SEQ, NO_STREAM, ExpectedSeq, Store
 
 DEFAULT_STORE = "sqlite:///eventlog.db"
+
+
+class _Notices(logging.Handler):
+    """eventlog's log records on stderr, written to whatever stderr is at the time.
+
+    They are the notices a user should see: schema upgrades (long on a big store), index
+    rebuilds, torn tails cut.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"eventlog: {self.format(record)}", err=True)
+        except Exception:  # logging's contract: a handler never raises
+            self.handleError(record)
+
+
+def show_notices() -> None:
+    """Print the `eventlog` logger's INFO and higher records on stderr (once per process)."""
+    logger = logging.getLogger("eventlog")
+    if not any(isinstance(h, _Notices) for h in logger.handlers):
+        logger.addHandler(_Notices(logging.INFO))
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
 
 
 def store_url(ctx: click.Context) -> str:
@@ -136,6 +160,7 @@ def _fail(ctx: click.Context, kind: str, message: str) -> None:
 @click.version_option(eventlog.__version__, prog_name="eventlog")
 def cli(store: str | None, imports: tuple[str, ...]) -> None:
     """An event-sourced store for LLM agent conversations."""
+    show_notices()
     from_env = [m.strip() for m in os.environ.get("EVENTLOG_IMPORT", "").split(",") if m.strip()]
     for module in [*from_env, *imports]:
         try:
