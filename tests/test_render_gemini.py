@@ -244,3 +244,35 @@ def test_a_carried_signature_never_lands_on_a_later_call() -> None:
     assert r(w, unanswered="drop")["contents"][1] == model(
         call("search", {"q": 2}, sig="SIG2"), call("search", {"q": 3})
     )
+
+
+def test_gemini_3_gets_the_placeholder_signature_on_another_providers_calls() -> None:
+    """Gemini 3 refuses a call in the current turn without a thoughtSignature; calls another
+    provider made have none, so they carry Google's documented placeholder. Gemini's own calls
+    keep exactly what Gemini sent (the first of parallel calls signed), and other Gemini
+    models get no placeholder."""
+    foreign = rw.win(
+        rw.text_in("Weather?"),
+        rw.calls_out(rw.call("c1", "search", "{}"), rw.call("c2", "search", '{"q": 2}')),
+        rw.results(rw.ok("c1", "search", "one"), rw.ok("c2", "search", "two")),
+    )
+    for model_name in ("gemini-3-pro-preview", "models/gemini-3-flash"):
+        body = render(foreign, model=model_name)
+        rw.check_gemini(body)
+        assert body["contents"][1] == model(
+            call("search", {}, sig="skip_thought_signature_validator"),
+            call("search", {"q": 2}, sig="skip_thought_signature_validator"),
+        )
+    assert r(foreign)["contents"][1] == model(call("search", {}), call("search", {"q": 2}))
+    own = rw.win(
+        rw.text_in("Weather?"),
+        rw.calls_out(
+            rw.call("c1", "search", "{}", signature="SIG1"),
+            rw.call("c2", "search", '{"q": 2}'),
+            invocation=rw.GOOGLE,
+        ),
+        rw.results(rw.ok("c1", "search", "one"), rw.ok("c2", "search", "two")),
+    )
+    assert render(own, model="gemini-3-pro-preview")["contents"][1] == model(
+        call("search", {}, sig="SIG1"), call("search", {"q": 2})
+    )

@@ -46,6 +46,12 @@ Part = dict[str, Any]
 Content = dict[str, Any]
 
 
+GEMINI_3 = "gemini-3"
+"""Model names from which Gemini refuses a call in the current turn without a signature."""
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+"""The placeholder Google documents for calls Gemini 3 did not make (another provider's)."""
+
+
 def render(
     window: Window,
     *,
@@ -60,8 +66,9 @@ def render(
     `max_tokens` becomes `generationConfig.maxOutputTokens`; `extra` adds other top-level
     fields (`safetySettings`, a `generationConfig` when `max_tokens` is not given).
     """
-    del model  # the model is named by the URL, not the body
     c = _Contents(unanswered, orphans, current_system(window))
+    if model.removeprefix("models/").startswith(GEMINI_3):  # the model is named by the URL
+        c.unsigned = SKIP_SIGNATURE
     c.run(window.items)
     contents = c.contents
     if contents and contents[0]["role"] == "model":
@@ -102,6 +109,9 @@ class _Contents(SystemSlot):
         """Role of the last content."""
         self.parts: list[Part] = []
         """Parts of the last content."""
+        self.unsigned: str | None = None
+        """The signature of another provider's calls (`SKIP_SIGNATURE` for Gemini 3, else none;
+        Gemini's own parallel calls carry one on the first only, as Gemini sent them)."""
 
     def user(self, blocks: Blocks) -> None:
         self.start_turn()
@@ -130,6 +140,8 @@ class _Contents(SystemSlot):
             signature = call.signature if own else None
             if carried is not None:  # the first call kept: it takes the dropped one's place
                 signature, carried = signature or carried, None
+            if not own:  # another provider's call: Gemini 3 wants its placeholder
+                signature = self.unsigned
             if signature is not None:
                 part["thoughtSignature"] = signature
             parts.append(part)
