@@ -293,6 +293,17 @@ def _write_all(fd: int, parts: list[bytes], offset: int) -> int:
     return total
 
 
+def _append(fd: int, data: bytes) -> None:
+    """Append all of `data` to a file (a short write is finished; ENOSPC and the like raise).
+
+    An index line is the commit point: returning after part of it would acknowledge an append
+    whose line is torn.
+    """
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if "SC_IOV_MAX" in os.sysconf_names else 16, 1024)
 PLAIN_HEAD = (
     b'{"seq":%d,"pos":%d,"id":"%s","ts":%d,"type":%s,"v":%d,"batch_end":%d,"hash":"%s","data":'
@@ -767,7 +778,7 @@ class JSONLBackend(Backend):
                 continue
             os.fdatasync(self._fd(st))  # a crashed writer's lines may not have reached the disk
             line = _index_line(b)
-            os.write(self._index_fd, line)
+            _append(self._index_fd, line)
             self._seen += len(line)
             self._apply(b)
             log.warning("%s: rolled forward an unindexed append of %d event(s)", b.stem, b.n)
@@ -1031,7 +1042,7 @@ class JSONLBackend(Backend):
         lines = b"".join(_index_line(item.batch) for item in staged)
         if lines:
             self._index_end = self._seen + len(lines)
-            os.write(self._index_fd, lines)
+            _append(self._index_fd, lines)
             self._seen += len(lines)
 
     def _indexed(self) -> bool:
@@ -1356,7 +1367,7 @@ class JSONLBackend(Backend):
             )
             self._create(header)
             line = f"F {stem_for(fork.stream)}\n".encode()
-            os.write(self._index_fd, line)
+            _append(self._index_fd, line)
             os.fsync(self._index_fd)
             self._seen += len(line)
 

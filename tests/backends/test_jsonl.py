@@ -313,6 +313,33 @@ def test_a_rebuild_after_power_loss_damage_in_the_index_accepts_a_torn_last_line
         assert store.verify().ok
 
 
+def test_a_short_write_of_an_index_line_is_finished(
+    root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """write(2) may write less than asked (a signal, a nearly full disk): the commit point is
+    the whole index line, so the rest is written before the append returns."""
+    real_write = os.write
+    short = []
+
+    def half_once(fd: int, data: bytes | memoryview) -> int:
+        if not short and len(data) > 20:
+            short.append(len(data))
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        return real_write(fd, data)
+
+    with _open(root) as store:
+        store.append("s", _events(2))
+        monkeypatch.setattr(os, "write", half_once)
+        store.append("s", _events(3, "n"))
+        store.append("t", _events(1, "t"))
+        monkeypatch.undo()
+        assert short and _texts(store, "s") == ["m0", "m1", "n0", "n1", "n2"]
+    with caplog.at_level("WARNING"), _open(root) as store:
+        assert _texts(store, "s") == ["m0", "m1", "n0", "n1", "n2"] and _texts(store, "t") == ["t0"]
+        assert store.verify().ok and _backend(store).repairs == []
+    assert "rebuilding" not in caplog.text
+
+
 def test_an_interrupt_after_the_index_write_keeps_the_commit(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
