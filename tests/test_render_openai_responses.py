@@ -412,3 +412,22 @@ def test_reasoning_before_a_call_stays_with_it_when_a_message_follows() -> None:
         ("function_call_output", "call_1"),
     ]
     rw.CHECKERS["openai-responses"](r(w))
+
+
+def test_reasoning_after_the_last_message_leads_the_calls() -> None:
+    """`[rs_a, web_search_call, rs_b, msg_1, rs_c, fc_1, fc_2]`: rs_c preceded the calls and
+    goes before the first; rs_a (whose built-in call ingest drops) is not moved onto one."""
+    output = _ingested(
+        _rs_enc("rs_a"),
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "x"}},
+        _rs_enc("rs_b"),
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Two lookups.", "annotations": []}]},
+        _rs_enc("rs_c"),
+        _fc_item(1),
+        _fc_item(2),
+    )  # fmt: skip
+    answers = rw.results(rw.ok("call_1", "search", "r1"), rw.ok("call_2", "search", "r2"))
+    body = r(rw.win(rw.text_in("q"), output, answers))
+    assert [i.get("id") for i in body["input"][1:6]] == ["rs_b", "msg_1", "rs_c", "fc_1", "fc_2"]

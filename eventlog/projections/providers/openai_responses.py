@@ -158,7 +158,9 @@ class _Items(SystemSlot):
         self.out += run.items
         if not answers:
             return  # reasoning after the last message preceded nothing that is sent
-        lead = (run.spare + run.pending)[-len(answers) :]
+        # Reasoning after the last message preceded the calls. Reasoning that could only have
+        # preceded a call among the parts (`spare`) stands in only when there is none.
+        lead = (run.pending or run.spare)[-len(answers) :]
         outputs: list[Item] = []
         for k, (call, uid, result) in enumerate(answers):
             if k < len(lead):
@@ -181,9 +183,10 @@ class _OutputItems:
 
     Of reasoning items in a row before a message, only the last goes before it: the ones before
     it preceded a function call (kept apart from the parts, so its place among them is not
-    known) or an item ingest does not keep (a built-in tool call). They wait in `spare`, and
-    reasoning after the last message in `pending`: the renderer puts them before the calls, one
-    item per call, in order (surplus ones, which preceded built-in calls, are not sent).
+    known) or an item ingest does not keep (a built-in tool call); they wait in `spare`.
+    Reasoning after the last message waits in `pending`. The renderer puts `pending` before the
+    calls, one item per call, in order; only an output with no reasoning after its last message
+    gives its calls the `spare` ones instead (the rest of `spare` is not sent).
     """
 
     def __init__(self, stream: str, seq: int) -> None:
