@@ -246,33 +246,40 @@ def test_a_carried_signature_never_lands_on_a_later_call() -> None:
     )
 
 
-def test_gemini_3_gets_the_placeholder_signature_on_another_providers_calls() -> None:
-    """Gemini 3 refuses a call in the current turn without a thoughtSignature; calls another
-    provider made have none, so they carry Google's documented placeholder. Gemini's own calls
-    keep exactly what Gemini sent (the first of parallel calls signed), and other Gemini
-    models get no placeholder."""
+def test_gemini_3_gets_the_placeholder_signature_on_unsigned_calls() -> None:
+    """Gemini 3 refuses a turn whose first call has no thoughtSignature; calls another
+    provider (or an older Gemini) made have none, so the first carries Google's documented
+    placeholder, as Gemini signs only the first of parallel calls. Signed calls keep their
+    signature, and other Gemini models get no placeholder."""
+    skip = "skip_thought_signature_validator"
     foreign = rw.win(
         rw.text_in("Weather?"),
         rw.calls_out(rw.call("c1", "search", "{}"), rw.call("c2", "search", '{"q": 2}')),
         rw.results(rw.ok("c1", "search", "one"), rw.ok("c2", "search", "two")),
     )
-    for model_name in ("gemini-3-pro-preview", "models/gemini-3-flash"):
-        body = render(foreign, model=model_name)
+    for name in (
+        "gemini-3-pro-preview",
+        "models/gemini-3-flash",
+        "publishers/google/models/gemini-3-pro",
+    ):
+        body = render(foreign, model=name)
         rw.check_gemini(body)
-        assert body["contents"][1] == model(
-            call("search", {}, sig="skip_thought_signature_validator"),
-            call("search", {"q": 2}, sig="skip_thought_signature_validator"),
-        )
+        assert body["contents"][1] == model(call("search", {}, sig=skip), call("search", {"q": 2}))
     assert r(foreign)["contents"][1] == model(call("search", {}), call("search", {"q": 2}))
-    own = rw.win(
-        rw.text_in("Weather?"),
-        rw.calls_out(
-            rw.call("c1", "search", "{}", signature="SIG1"),
-            rw.call("c2", "search", '{"q": 2}'),
-            invocation=rw.GOOGLE,
-        ),
-        rw.results(rw.ok("c1", "search", "one"), rw.ok("c2", "search", "two")),
-    )
-    assert render(own, model="gemini-3-pro-preview")["contents"][1] == model(
-        call("search", {}, sig="SIG1"), call("search", {"q": 2})
-    )
+    assert render(foreign, model="gemini-2.5-pro")["contents"][1] == r(foreign)["contents"][1]
+
+    def own(signature: str | None) -> rw.Window:
+        return rw.win(
+            rw.text_in("Weather?"),
+            rw.calls_out(
+                rw.call("c1", "search", "{}", signature=signature),
+                rw.call("c2", "search", '{"q": 2}'),
+                invocation=rw.GOOGLE,
+            ),
+            rw.results(rw.ok("c1", "search", "one"), rw.ok("c2", "search", "two")),
+        )
+
+    signed = render(own("SIG1"), model="gemini-3-pro-preview")["contents"][1]
+    assert signed == model(call("search", {}, sig="SIG1"), call("search", {"q": 2}))
+    unsigned = render(own(None), model="gemini-3-pro-preview")["contents"][1]  # Gemini 2.5's
+    assert unsigned == model(call("search", {}, sig=skip), call("search", {"q": 2}))

@@ -49,7 +49,7 @@ Content = dict[str, Any]
 GEMINI_3 = "gemini-3"
 """Model names from which Gemini refuses a call in the current turn without a signature."""
 SKIP_SIGNATURE = "skip_thought_signature_validator"
-"""The placeholder Google documents for calls Gemini 3 did not make (another provider's)."""
+"""The placeholder Google documents for calls Gemini 3 did not sign (another provider's)."""
 
 
 def render(
@@ -67,7 +67,7 @@ def render(
     fields (`safetySettings`, a `generationConfig` when `max_tokens` is not given).
     """
     c = _Contents(unanswered, orphans, current_system(window))
-    if model.removeprefix("models/").startswith(GEMINI_3):  # the model is named by the URL
+    if model.rsplit("/", 1)[-1].startswith(GEMINI_3):  # the model is named by the URL
         c.unsigned = SKIP_SIGNATURE
     c.run(window.items)
     contents = c.contents
@@ -110,8 +110,9 @@ class _Contents(SystemSlot):
         self.parts: list[Part] = []
         """Parts of the last content."""
         self.unsigned: str | None = None
-        """The signature of another provider's calls (`SKIP_SIGNATURE` for Gemini 3, else none;
-        Gemini's own parallel calls carry one on the first only, as Gemini sent them)."""
+        """The signature of an output's first call when it has none (`SKIP_SIGNATURE` for
+        Gemini 3, else none): another provider's, or an older Gemini's. As Gemini does, only
+        the first of parallel calls is signed."""
 
     def user(self, blocks: Blocks) -> None:
         self.start_turn()
@@ -135,12 +136,12 @@ class _Contents(SystemSlot):
         responses: list[Part] = []
         attached: list[Part] = []
         carried = _dropped_signature(output, answers) if own else None
-        for call, _, result in answers:
+        for k, (call, _, result) in enumerate(answers):
             part: Part = {"functionCall": {"name": call.name, "args": tool_input(call)}}
             signature = call.signature if own else None
             if carried is not None:  # the first call kept: it takes the dropped one's place
                 signature, carried = signature or carried, None
-            if not own:  # another provider's call: Gemini 3 wants its placeholder
+            if k == 0 and signature is None:  # Gemini 3 wants the first call signed
                 signature = self.unsigned
             if signature is not None:
                 part["thoughtSignature"] = signature
