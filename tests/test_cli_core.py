@@ -294,3 +294,39 @@ def test_a_schema_upgrade_is_announced_on_stderr(tmp_path: Path) -> None:
     assert f"eventlog: packed {count} records in" in result.stderr
     again = run("verify", store=f"sqlite:///{path}")
     assert again.returncode == 0 and "packing" not in again.stderr
+
+
+def test_notices_are_printed_once(tmp_path: Path) -> None:
+    """A discarded snapshot is logged and warned about: the CLI prints it once. When an
+    --import'ed module configures logging itself, its handler prints eventlog's notices and
+    the CLI adds none of its own (no line twice)."""
+    from eventlog.projections import ConversationProjection
+
+    path = tmp_path / "s.db"
+    url = f"sqlite:///{path}"
+    with el.open(url) as store:
+        store.append("c", [el.ModelInput.from_text(f"m{i}") for i in range(5)])
+        name, version = ConversationProjection.name, ConversationProjection.version
+        store.backend.save_snapshot("c", name, version, 3, b"\x93not a snapshot")
+    result = run("replay", "c", "--json", store=url)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("discarded corrupt snapshot") == 1
+    assert result.stderr.startswith("eventlog: discarded corrupt snapshot")
+    (tmp_path / "logcfg.py").write_text(
+        "import logging\nlogging.basicConfig(format='ROOT %(message)s', level=logging.INFO)\n"
+    )
+    from tests.backends.test_sqlite import _old_store
+
+    old = tmp_path / "v3.db"
+    _old_store(old, 3)
+    configured = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--store", f"sqlite:///{old}", "--import", "logcfg"]
+        + ["verify"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+    )
+    assert configured.returncode == 0, configured.stderr
+    assert configured.stderr.count("packing the records of") == 1
+    assert "ROOT packing the records of" in configured.stderr

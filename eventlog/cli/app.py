@@ -6,6 +6,7 @@ import importlib
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -38,10 +39,19 @@ class _Notices(logging.Handler):
 
 
 def show_notices() -> None:
-    """Print the `eventlog` logger's INFO and higher records on stderr (once per process)."""
+    """Print the `eventlog` logger's INFO and higher records on stderr (once per process).
+
+    Not when logging is configured already (by an `--import`ed module, or a program running
+    the CLI): its handlers then decide, and nothing is printed twice. A discarded snapshot is
+    logged, so its `SnapshotWarning` is not shown again.
+    """
+    from eventlog.projections.runner import SnapshotWarning
+
+    warnings.filterwarnings("ignore", category=SnapshotWarning)
     logger = logging.getLogger("eventlog")
-    if not any(isinstance(h, _Notices) for h in logger.handlers):
-        logger.addHandler(_Notices(logging.INFO))
+    if logging.getLogger().handlers or any(isinstance(h, _Notices) for h in logger.handlers):
+        return
+    logger.addHandler(_Notices(logging.INFO))
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
 
@@ -160,7 +170,6 @@ def _fail(ctx: click.Context, kind: str, message: str) -> None:
 @click.version_option(eventlog.__version__, prog_name="eventlog")
 def cli(store: str | None, imports: tuple[str, ...]) -> None:
     """An event-sourced store for LLM agent conversations."""
-    show_notices()
     from_env = [m.strip() for m in os.environ.get("EVENTLOG_IMPORT", "").split(",") if m.strip()]
     for module in [*from_env, *imports]:
         try:
@@ -172,3 +181,4 @@ def cli(store: str | None, imports: tuple[str, ...]) -> None:
             raise click.UsageError(
                 f"importing {module!r} failed: {type(exc).__name__}: {exc}"
             ) from exc
+    show_notices()  # after the imports: one of them may configure logging
