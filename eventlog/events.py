@@ -191,6 +191,10 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     custom: bool = False
     """A call of a custom (free-form) tool: `raw_arguments` is its input text, not JSON, and
     OpenAI gets it back as a custom tool call (`custom_tool_call`, `type: custom`)."""
+    after: int | None = None
+    """How many of the output's `parts` came before this call in the provider's response
+    (None: not recorded). OpenAI Responses outputs record it, so a reasoning item goes back
+    right before the call it preceded."""
 
     @classmethod
     def parse(cls, id: str, name: str, raw_arguments: str, **kw: Any) -> ToolCall:

@@ -151,6 +151,7 @@ def test_responses_ingest_keeps_a_custom_call_custom() -> None:
             raw_arguments="*** Begin Patch\n",
             item_id="ctc_9",
             custom=True,
+            after=0,
         ),
     )
 

@@ -324,9 +324,9 @@ def test_openai_responses(store: Store) -> None:
                 ReasoningPart(item_id="rs_1", encrypted_content="ZW5j", summary=("Call twice.",)),
                 TextPart(text="Checking.", item_id="msg_1"),  # sent back with its id
             ),
-            tool_calls=(
-                ToolCall.parse("call_a", "get_weather", '{"city":"Paris"}'),
-                ToolCall.parse("call_b", "get_weather", "{"),
+            tool_calls=(  # after the reasoning item and the message: two parts before them
+                ToolCall.parse("call_a", "get_weather", '{"city":"Paris"}', after=2),
+                ToolCall.parse("call_b", "get_weather", "{", after=2),
             ),
             invocation=inv,
         ),

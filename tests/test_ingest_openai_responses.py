@@ -37,8 +37,9 @@ EXPECTED = ModelOutput(
         TextPart(text=TEXT, item_id="msg_1"),
     ),
     tool_calls=(
-        ToolCall.parse("call_a", "get_weather", ARGS_A, item_id="fc_1"),
-        ToolCall.parse("call_b", "get_weather", ARGS_B, item_id="fc_2"),
+        # Both calls came after the reasoning item and the message: two parts before them.
+        ToolCall.parse("call_a", "get_weather", ARGS_A, item_id="fc_1", after=2),
+        ToolCall.parse("call_b", "get_weather", ARGS_B, item_id="fc_2", after=2),
     ),
     invocation=Invocation(provider="openai", specification="responses", model=MODEL),
     usage=Usage(

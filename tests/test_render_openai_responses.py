@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 
 from eventlog.events import SystemInstructionSet
@@ -391,10 +392,10 @@ def test_reasoning_between_calls_goes_back_between_them() -> None:
     assert [i.get("id") for i in r(w)["input"][1:3]] == ["rs_1", "fc_1"]
 
 
-def test_reasoning_before_a_call_stays_with_it_when_a_message_follows() -> None:
-    """`[rs_1, fc_1, rs_2, msg_1]`: calls are kept apart from the parts, so rs_1 seems to
-    precede rs_2; it goes back before the call instead of being dropped (a call the API finds
-    without its reasoning item is refused)."""
+def test_an_ingested_output_goes_back_in_the_order_openai_sent_it() -> None:
+    """Ingest records where each call stood among the parts (`ToolCall.after`), so
+    `[rs_1, fc_1, rs_2, msg_1]` goes back as it came, each reasoning item before its item;
+    the call's output follows its run of calls (strict servers want them adjacent)."""
     output = _ingested(
         _rs_enc("rs_1"),
         _fc_item(1),
@@ -402,6 +403,32 @@ def test_reasoning_before_a_call_stays_with_it_when_a_message_follows() -> None:
         {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
          "content": [{"type": "output_text", "text": "Calling", "annotations": []}]},
     )  # fmt: skip
+    assert [c.after for c in output.tool_calls] == [1]
+    w = rw.win(rw.text_in("q"), output, rw.results(rw.ok("call_1", "search", "r1")))
+    body = r(w)
+    items = body["input"][1:]
+    assert [(i["type"], i.get("id") or i["call_id"]) for i in items] == [
+        ("reasoning", "rs_1"),
+        ("function_call", "fc_1"),
+        ("function_call_output", "call_1"),
+        ("reasoning", "rs_2"),
+        ("message", "msg_1"),
+    ]
+    rw.CHECKERS["openai-responses"](body)
+
+
+def test_a_call_recorded_without_its_place_uses_the_spare_reasoning() -> None:
+    """Outputs recorded before `ToolCall.after` existed: the reasoning that can only have
+    preceded the call goes before it (see `_OutputItems`)."""
+    ingested = _ingested(
+        _rs_enc("rs_1"),
+        _fc_item(1),
+        _rs_enc("rs_2"),
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Calling", "annotations": []}]},
+    )  # fmt: skip
+    calls = tuple(msgspec.structs.replace(c, after=None) for c in ingested.tool_calls)
+    output = msgspec.structs.replace(ingested, tool_calls=calls)
     w = rw.win(rw.text_in("q"), output, rw.results(rw.ok("call_1", "search", "r1")))
     items = r(w)["input"][1:]
     assert [(i["type"], i.get("id") or i["call_id"]) for i in items] == [
@@ -411,7 +438,6 @@ def test_reasoning_before_a_call_stays_with_it_when_a_message_follows() -> None:
         ("function_call", "fc_1"),
         ("function_call_output", "call_1"),
     ]
-    rw.CHECKERS["openai-responses"](r(w))
 
 
 def test_reasoning_after_the_last_message_leads_the_calls() -> None:

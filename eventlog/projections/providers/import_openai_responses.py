@@ -162,6 +162,7 @@ class _Output:
                     need(item, "name", str, at),
                     need(item, "arguments", str, at, ""),
                     item_id=need(item, "id", str, at, None),
+                    after=len(self.parts),
                 )
             )
         elif kind == "custom_tool_call":
@@ -172,6 +173,7 @@ class _Output:
                     need(item, "input", str, at, ""),
                     item_id=need(item, "id", str, at, None),
                     custom=True,
+                    after=len(self.parts),
                 )
             )
         else:

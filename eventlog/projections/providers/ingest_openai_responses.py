@@ -6,6 +6,8 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from eventlog.events import (
     Invocation,
     ModelOutput,
@@ -143,8 +145,8 @@ def _output(
     calls: list[ToolCall] = []
     for i, item in enumerate(items):
         item_parts, item_calls = _item_parts(item, f"{where}.output[{i}]")
+        calls += [msgspec.structs.replace(c, after=len(parts)) for c in item_calls]
         parts += item_parts
-        calls += item_calls
     if status == "incomplete":
         details = get(response, "incomplete_details", dict, where, {})
         raw_reason = get(details, "reason", str, f"{where}.incomplete_details", "") or "incomplete"

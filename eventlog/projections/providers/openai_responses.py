@@ -16,10 +16,12 @@ from typing import Any
 from eventlog.events import (
     Attachment,
     ModelOutput,
+    Part,
     ReasoningPart,
     RefusalPart,
     TextPart,
     ToolCall,
+    ToolResult,
     ToolSpec,
 )
 from eventlog.projections.providers.render_common import (
@@ -145,13 +147,11 @@ class _Items(SystemSlot):
         self.start_turn()
         own = from_provider(output, PROVIDER)
         run = _OutputItems(self.stream, seq)
+        if own and answers and all(call.after is not None for call, _, _ in answers):
+            self._in_order(output, answers, run)
+            return
         for part in output.parts:
-            if isinstance(part, TextPart) and part.text:
-                run.text(part, own)
-            elif isinstance(part, RefusalPart) and part.text:
-                run.add({"type": "refusal", "refusal": part.text})
-            elif own and _is_openai_reasoning(part):
-                run.reasoning(_reasoning(part))
+            self._part(part, own, run)
         run.close()
         if not run.messages and not answers:
             return
@@ -168,11 +168,39 @@ class _Items(SystemSlot):
             call_id = _call_id(uid)
             custom = custom_input(call, self.custom_tools)
             self.out.append(_call_item(call, call_id, own, custom))
-            text = error_text(result)
-            value = _result_output(text, result.attachments) if result.attachments else text
-            kind = "function_call_output" if custom is None else "custom_tool_call_output"
-            outputs.append({"type": kind, "call_id": call_id, "output": value})
+            outputs.append(_output_item(call_id, custom, result))
         self.out += outputs
+
+    def _part(self, part: Part, own: bool, run: _OutputItems) -> None:
+        """One part of an output into the items being built."""
+        if isinstance(part, TextPart) and part.text:
+            run.text(part, own)
+        elif isinstance(part, RefusalPart) and part.text:
+            run.add({"type": "refusal", "refusal": part.text})
+        elif own and _is_openai_reasoning(part):
+            run.reasoning(_reasoning(part))
+
+    def _in_order(self, output: ModelOutput, answers: Sequence[Answer], run: _OutputItems) -> None:
+        """Parts and calls of OpenAI's own output in the order OpenAI sent them.
+
+        Its calls say where they stood (`ToolCall.after`), so each reasoning item goes right
+        before the item it preceded.
+        """
+        at: dict[int, list[Answer]] = {}
+        for answer in answers:
+            at.setdefault(min(answer[0].after or 0, len(output.parts)), []).append(answer)
+        for i in range(len(output.parts) + 1):
+            for call, uid, result in at.get(i, ()):
+                call_id = _call_id(uid)
+                custom = custom_input(call, self.custom_tools)
+                run.call(
+                    _call_item(call, call_id, True, custom), _output_item(call_id, custom, result)
+                )
+            if i < len(output.parts):
+                self._part(output.parts[i], True, run)
+        run.close()
+        run.flush()
+        self.out += run.items
 
 
 class _OutputItems:
@@ -196,6 +224,8 @@ class _OutputItems:
         """Reasoning items since the last message, in order."""
         self.spare: list[Item] = []
         """Reasoning items that preceded others before a message (see the class doc)."""
+        self.waiting: list[Item] = []
+        """Outputs of the run of calls just placed (`call`), put after it."""
         self.messages = 0
         self.content: list[dict[str, Any]] = []
         self.source: tuple[str | None, str | None] = (None, None)
@@ -212,6 +242,33 @@ class _OutputItems:
     def add(self, block: dict[str, Any]) -> None:
         self.content.append(block)
 
+    def call(self, item: Item, output: Item) -> None:
+        """A call's item where it stood, after the message before it.
+
+        The reasoning that preceded it goes first (the last of a run: the others preceded
+        items ingest does not keep). The outputs come after the output's last call, as an
+        agent loop sends them, unless a message follows the calls: then they go before it
+        (and its reasoning), since servers that pair calls and outputs strictly want nothing
+        but calls between them.
+        """
+        self.close()
+        if self.pending:
+            self.items.append(self.pending[-1])  # a run of calls may go on: no outputs yet
+            self.pending = []
+        self.items.append(item)
+        self.waiting.append(output)
+
+    def flush(self) -> None:
+        """The outputs of the last run of calls."""
+        self.items += self.waiting
+        self.waiting = []
+
+    def _put(self, item: Item) -> None:
+        """An item that is not a call: the run of calls before it (if any) gets its outputs."""
+        if self.waiting:
+            self.flush()
+        self.items.append(item)
+
     def reasoning(self, item: Item) -> None:
         """A reasoning item: it ends the message being built and waits for the next one."""
         self.close()
@@ -222,7 +279,7 @@ class _OutputItems:
         if self.content:
             if self.pending:
                 self.spare += self.pending[:-1]
-                self.items.append(self.pending[-1])
+                self._put(self.pending[-1])
                 self.pending = []
             item_id, phase = self.source
             item = _message(
@@ -230,10 +287,18 @@ class _OutputItems:
             )
             if phase is not None:
                 item["phase"] = phase
-            self.items.append(item)
+            self._put(item)
             self.messages += 1
             self.content = []
         self.source = (None, None)
+
+
+def _output_item(call_id: str, custom: str | None, result: ToolResult) -> Item:
+    """A call's result as a `function_call_output` (or `custom_tool_call_output`) item."""
+    text = error_text(result)
+    value = _result_output(text, result.attachments) if result.attachments else text
+    kind = "function_call_output" if custom is None else "custom_tool_call_output"
+    return {"type": kind, "call_id": call_id, "output": value}
 
 
 def _call_item(call: ToolCall, call_id: str, own: bool, custom: str | None) -> Item:
