@@ -988,6 +988,7 @@ class JSONLBackend(Backend):
                 raise exc
             return True
         self._unwrite([item for _, item in done])
+        self._unindex()
         self._reset()
         self._refresh()
         error: BaseException = exc
@@ -1000,6 +1001,22 @@ class JSONLBackend(Backend):
         if not isinstance(exc, Exception):
             raise exc
         return False
+
+    def _unindex(self) -> None:
+        """Cut the torn start of index lines a failed write left (best effort).
+
+        The write lock is held, so what lies past `_index_start` is this group's.
+        """
+        try:
+            if os.fstat(self._index_fd).st_size > self._index_start:
+                os.ftruncate(self._index_fd, self._index_start)
+                os.fsync(self._index_fd)
+        except OSError as exc:
+            log.error(
+                "%s: could not cut a failed append's torn index line (%s); the next open cuts it",
+                self._index_path,
+                exc,
+            )
 
     def _unwrite(self, staged: list[_Staged]) -> None:
         """Truncate each file back to where the failed group's lines began (best effort)."""

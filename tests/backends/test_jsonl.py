@@ -340,6 +340,36 @@ def test_a_short_write_of_an_index_line_is_finished(
     assert "rebuilding" not in caplog.text
 
 
+def test_a_short_index_write_that_then_fails_leaves_no_torn_line(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that stops part way through an index line and then fails (the disk full): the
+    append is not committed, and the torn start of its line is cut, so the next append is
+    indexed cleanly and the store stays readable."""
+    real_write = os.write
+    calls: list[int] = []
+
+    def short_then_full(fd: int, data: bytes | memoryview) -> int:
+        if fd == index_fd:
+            calls.append(len(data))
+            if len(calls) == 1:
+                return real_write(fd, bytes(data[:10]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    with _open(root) as store:
+        store.append("a", _events(1, "one"))
+        index_fd = _backend(store)._index_fd
+        monkeypatch.setattr(os, "write", short_then_full)
+        with pytest.raises(el.BackendUnavailableError, match="the append was not written"):
+            store.append("a", _events(1, "two"))
+        monkeypatch.undo()
+        assert (root / "index.log").read_bytes().endswith(b"\n")
+        store.append("a", _events(1, "three"))
+        assert _texts(store, "a") == ["one0", "three0"]
+        assert store.verify().ok
+
+
 def test_an_interrupt_after_the_index_write_keeps_the_commit(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
