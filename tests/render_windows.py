@@ -479,6 +479,11 @@ def check_openai_responses(body: dict[str, Any]) -> None:
         if item.get("type") in ("function_call_output", "custom_tool_call_output"):
             prev = items[i - 1].get("type")
             assert prev in calls_and_outputs, prev
+            # No message between a call and its output (servers that pair them strictly
+            # refuse one); only calls, outputs and the reasoning before a call.
+            j = called[item["call_id"]]
+            between = [x.get("type") for x in items[j + 1 : i]]
+            assert set(between) <= {*calls_and_outputs, "reasoning"}, between
 
 
 def check_gemini(body: dict[str, Any]) -> None:

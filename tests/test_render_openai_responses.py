@@ -457,3 +457,52 @@ def test_reasoning_after_the_last_message_leads_the_calls() -> None:
     answers = rw.results(rw.ok("call_1", "search", "r1"), rw.ok("call_2", "search", "r2"))
     body = r(rw.win(rw.text_in("q"), output, answers))
     assert [i.get("id") for i in body["input"][1:6]] == ["rs_b", "msg_1", "rs_c", "fc_1", "fc_2"]
+
+
+def _in_order_ids(*output: dict[str, Any], results: Any, **kw: Any) -> list[str]:
+    """The input items after the first user message, as ids (outputs as `out:<call_id>`)."""
+    body = r(rw.win(rw.text_in("q"), _ingested(*output), results, rw.text_in("next")), **kw)
+    rw.CHECKERS["openai-responses"](body)
+    return [
+        f"out:{i['call_id']}" if i["type"].endswith("_output") else i.get("id") or i["role"]
+        for i in body["input"][1:]
+    ]
+
+
+def _msg(n: int) -> dict[str, Any]:
+    return {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": f"m{n}", "annotations": []}]}  # fmt: skip
+
+
+def test_a_message_after_calls_keeps_each_call_next_to_its_output() -> None:
+    """`[fc_1, rs_1, fc_2, msg_1]`: a message follows the calls, so each run of calls gets its
+    outputs before anything else, reasoning included (strict servers want only calls
+    between a call and its output); reasoning still comes right before its call."""
+    both = rw.results(rw.ok("call_1", "search", "r1"), rw.ok("call_2", "search", "r2"))
+    ids = _in_order_ids(_fc_item(1), _rs_enc("rs_1"), _fc_item(2), _msg(1), results=both)
+    assert ids == ["fc_1", "out:call_1", "rs_1", "fc_2", "out:call_2", "msg_1", "user"]
+
+
+def test_reasoning_before_a_call_the_window_drops_is_not_sent() -> None:
+    """`[fc_0, rs_1, fc_1, msg_2]` with fc_1 unanswered and dropped: rs_1 preceded fc_1, so it
+    is not moved onto the message."""
+    only_first = rw.results(rw.ok("call_0", "search", "r0"))
+    output = (_fc_item(0), _rs_enc("rs_1"), _fc_item(1), _msg(2))
+    ids = _in_order_ids(*output, results=only_first, unanswered="drop")
+    assert ids == ["fc_0", "out:call_0", "msg_2", "user"]
+
+
+def test_a_call_position_out_of_range_loses_nothing() -> None:
+    """`after` is kept within the parts: a hand-built negative or too large value puts the
+    call first or last, never drops it."""
+    ingested = _ingested(_rs_enc("rs_1"), _fc_item(1), _rs_enc("rs_2"), _fc_item(2))
+    calls = (
+        msgspec.structs.replace(ingested.tool_calls[0], after=-1),
+        msgspec.structs.replace(ingested.tool_calls[1], after=99),
+    )
+    output = msgspec.structs.replace(ingested, tool_calls=calls)
+    both = rw.results(rw.ok("call_1", "search", "r1"), rw.ok("call_2", "search", "r2"))
+    body = r(rw.win(rw.text_in("q"), output, both))
+    rw.CHECKERS["openai-responses"](body)
+    kinds = [i.get("id") or i["call_id"] for i in body["input"][1:]]
+    assert kinds == ["fc_1", "rs_2", "fc_2", "call_1", "call_2"]

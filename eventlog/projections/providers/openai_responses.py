@@ -183,24 +183,39 @@ class _Items(SystemSlot):
     def _in_order(self, output: ModelOutput, answers: Sequence[Answer], run: _OutputItems) -> None:
         """Parts and calls of OpenAI's own output in the order OpenAI sent them.
 
-        Its calls say where they stood (`ToolCall.after`), so each reasoning item goes right
-        before the item it preceded.
+        Its calls say where they stood (`ToolCall.after`, kept within the parts), so each
+        reasoning item goes right before the item it preceded; reasoning that preceded a call
+        the window left out is not sent. When a message follows a call, each run of calls
+        gets its outputs before anything else (see `_OutputItems.call`).
         """
-        at: dict[int, list[Answer]] = {}
-        for answer in answers:
-            at.setdefault(min(answer[0].after or 0, len(output.parts)), []).append(answer)
-        for i in range(len(output.parts) + 1):
-            for call, uid, result in at.get(i, ()):
+        n = len(output.parts)
+        kept = {answer[0].id: answer for answer in answers}
+        at: dict[int, list[tuple[ToolCall, Answer | None]]] = {}
+        for call in output.tool_calls:
+            place = n if call.after is None else max(0, min(call.after, n))
+            at.setdefault(place, []).append((call, kept.get(call.id)))
+        first = min(at, default=n)
+        strict = any(_is_message_part(part) for part in output.parts[first:])
+        for i in range(n + 1):
+            for call, answer in at.get(i, ()):
+                if answer is None:
+                    run.drop()
+                    continue
+                _, uid, result = answer
                 call_id = _call_id(uid)
                 custom = custom_input(call, self.custom_tools)
-                run.call(
-                    _call_item(call, call_id, True, custom), _output_item(call_id, custom, result)
-                )
-            if i < len(output.parts):
+                item = _call_item(call, call_id, True, custom)
+                run.call(item, _output_item(call_id, custom, result), strict)
+            if i < n:
                 self._part(output.parts[i], True, run)
         run.close()
         run.flush()
         self.out += run.items
+
+
+def _is_message_part(part: Part) -> bool:
+    """Whether a part goes back in an assistant message (text or a refusal)."""
+    return isinstance(part, (TextPart, RefusalPart)) and bool(part.text)
 
 
 class _OutputItems:
@@ -242,21 +257,29 @@ class _OutputItems:
     def add(self, block: dict[str, Any]) -> None:
         self.content.append(block)
 
-    def call(self, item: Item, output: Item) -> None:
+    def call(self, item: Item, output: Item, strict: bool) -> None:
         """A call's item where it stood, after the message before it.
 
         The reasoning that preceded it goes first (the last of a run: the others preceded
         items ingest does not keep). The outputs come after the output's last call, as an
-        agent loop sends them, unless a message follows the calls: then they go before it
-        (and its reasoning), since servers that pair calls and outputs strictly want nothing
-        but calls between them.
+        agent loop sends them; with `strict` (a message follows a call) each run of calls
+        gets its outputs before anything else, reasoning included, since servers that pair
+        calls and outputs strictly want nothing but calls between them.
         """
         self.close()
         if self.pending:
-            self.items.append(self.pending[-1])  # a run of calls may go on: no outputs yet
+            if strict:
+                self._put(self.pending[-1])
+            else:
+                self.items.append(self.pending[-1])
             self.pending = []
         self.items.append(item)
         self.waiting.append(output)
+
+    def drop(self) -> None:
+        """Where a call the window left out stood: the reasoning that preceded it goes too."""
+        self.close()
+        self.pending = []
 
     def flush(self) -> None:
         """The outputs of the last run of calls."""
