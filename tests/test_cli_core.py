@@ -315,6 +315,25 @@ def test_notices_are_printed_once(tmp_path: Path) -> None:
     (tmp_path / "logcfg.py").write_text(
         "import logging\nlogging.basicConfig(format='ROOT %(message)s', level=logging.INFO)\n"
     )
+    (tmp_path / "ownlog.py").write_text(  # a handler on the eventlog logger itself
+        "import logging, sys\nh = logging.StreamHandler(sys.stderr)\n"
+        "h.setFormatter(logging.Formatter('MINE %(message)s'))\n"
+        "logging.getLogger('eventlog').addHandler(h)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    with el.open(url) as store:  # the first replay deleted the discarded snapshot
+        store.backend.save_snapshot("c", name, version, 3, b"\x93not a snapshot")
+    own = subprocess.run(
+        [sys.executable, "-m", "eventlog", "--store", url, "--import", "ownlog", "replay", "c"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert own.returncode == 0, own.stderr
+    assert own.stderr.count("discarded corrupt snapshot") >= 1
+    assert "MINE discarded corrupt snapshot" in own.stderr
+    assert "eventlog: discarded" not in own.stderr
     from tests.backends.test_sqlite import _old_store
 
     old = tmp_path / "v3.db"

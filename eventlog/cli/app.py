@@ -41,16 +41,16 @@ class _Notices(logging.Handler):
 def show_notices() -> None:
     """Print the `eventlog` logger's INFO and higher records on stderr (once per process).
 
-    Not when logging is configured already (by an `--import`ed module, or a program running
-    the CLI): its handlers then decide, and nothing is printed twice. A discarded snapshot is
-    logged, so its `SnapshotWarning` is not shown again.
+    Not when logging is configured already for `eventlog` or above it (by an `--import`ed
+    module, or a program running the CLI): its handlers then decide, and nothing is printed
+    twice. A discarded snapshot is logged, so its `SnapshotWarning` is then not shown again.
     """
     from eventlog.projections.runner import SnapshotWarning
 
-    warnings.filterwarnings("ignore", category=SnapshotWarning)
     logger = logging.getLogger("eventlog")
-    if logging.getLogger().handlers or any(isinstance(h, _Notices) for h in logger.handlers):
+    if logger.hasHandlers():  # the logger's own, or an ancestor's (the root's)
         return
+    warnings.filterwarnings("ignore", category=SnapshotWarning)
     logger.addHandler(_Notices(logging.INFO))
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
