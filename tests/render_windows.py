@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import hypothesis.strategies as st
+import msgspec
 
 from eventlog.events import (
     Attachment,
@@ -409,6 +410,9 @@ def check_anthropic(body: dict[str, Any]) -> None:
             assert sorted(answers) == sorted(prev), (answers, prev)
         if uses:
             assert i + 1 < len(messages), "tool_use in the last message"
+            # tool_use blocks end their message: with extended thinking the API refuses a
+            # text block after a tool_use (stacklok/mecatl#1465, vercel/ai#16312).
+            assert all(k == "tool_use" for k in kinds[len(kinds) - len(uses) :]), kinds
     assert marks <= 4
 
 
@@ -555,7 +559,11 @@ def _output(draw: st.DrawFn, tag: str, calls: list[ToolCall]) -> ModelOutput:
                 )
             )
         )
-    return ModelOutput(parts=tuple(parts), tool_calls=tuple(calls), invocation=ISSUERS[issuer])
+    # Where each call stood among the parts, as Responses ingest records it; also unrecorded,
+    # out of range and out of order, which every renderer must survive.
+    places = st.none() | st.integers(-1, len(parts) + 1)
+    placed = tuple(msgspec.structs.replace(c, after=draw(places)) for c in calls)
+    return ModelOutput(parts=tuple(parts), tool_calls=placed, invocation=ISSUERS[issuer])
 
 
 @st.composite
