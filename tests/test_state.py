@@ -22,6 +22,7 @@ from eventlog.projections import (
     conversation_state,
     persistent,
 )
+from eventlog.projections.persistent import LogBuilder
 from eventlog.projections.state import decode_state, encode_state, iter_entries
 from tests.conversations import conversations
 
@@ -336,3 +337,20 @@ def test_log_copy_on_write_and_chunks() -> None:
         with pytest.raises(IndexError):
             _ = a[8]
         assert "more" in repr(a) and Log().last is None
+
+
+def test_a_log_being_iterated_never_shows_items_appended_after_it() -> None:
+    # A newer state folded from an older one appends to the chunk the older one is reading.
+    with mock.patch.object(persistent, "CHUNK", 4):
+        for n in range(1, 10):
+            builder: LogBuilder[int] = LogBuilder(Log())
+            builder.extend(list(range(n)))
+            log = builder.release()  # the next builder appends to its buffer in place
+            it = iter(log)
+            seen = [next(it)]
+            later = LogBuilder(log)
+            later.extend([100, 101])
+            newer = later.release()
+            seen += list(it)
+            assert seen == list(range(n)), n
+            assert list(newer) == [*range(n), 100, 101]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
@@ -89,17 +90,17 @@ class Log(Sequence[T]):
         return self._buf.chunk(index // CHUNK)[index % CHUNK]
 
     def __iter__(self) -> Iterator[T]:
+        # Never more than `remaining` of a chunk, even while iterating it: a newer state folded
+        # from this one meanwhile appends to the same shared chunk.
         remaining = self._n
         buf = self._buf
         for c in range(len(buf.chunks)):
             if remaining <= 0:
                 return
             chunk = buf.chunk(c)
-            if remaining >= len(chunk):
-                yield from chunk
-            else:
-                yield from chunk[:remaining]
-            remaining -= len(chunk)
+            take = min(remaining, len(chunk))
+            yield from islice(chunk, take)
+            remaining -= take
 
     def __reversed__(self) -> Iterator[T]:
         for i in range(self._n - 1, -1, -1):
