@@ -265,6 +265,32 @@ def test_calibration_is_used_and_reported() -> None:
     assert window_tokens(cal, counter) == cal.report.tokens
 
 
+def test_a_store_builder_keeps_the_calibration_it_started_with() -> None:
+    """Documented: `refresh()` keeps the ratio learnt by `from_store`; a new builder relearns."""
+    inv = Invocation(provider="openai", specification="chat.completions", model="gpt-x")
+    store = el.open("memory://")
+
+    def turn(text: str, reported: int) -> list[EventData]:
+        out = ModelOutput(
+            parts=(TextPart(text="ok"),), invocation=inv, usage=Usage(prompt_tokens=reported)
+        )
+        return [ModelInput.from_text(text), out]
+
+    store.append("c", [SystemInstructionSet(text="Be brief."), *turn(WORDS * 3, 100)])
+    builder = WindowBuilder.from_store(store, "c", budget=10**6, calibrate=True)
+    first = builder.window().report
+    store.append("c", turn(WORDS * 5, 5_000))
+    assert builder.refresh() == 2
+    kept, fresh = (
+        builder.window().report,
+        context_window(store, "c", budget=10**6, calibrate=True).report,
+    )
+    assert first is not None and kept is not None and fresh is not None
+    assert kept.calibration == first.calibration != fresh.calibration
+    again = WindowBuilder.from_store(store, "c", budget=10**6, calibrate=True).window()
+    assert again == context_window(store, "c", budget=10**6, calibrate=True)
+
+
 def test_a_state_window_shows_widgets_in_the_order_they_first_appeared(tmp_path: Path) -> None:
     """The live screen lists widgets in first-update order, however the window was built."""
     events = [

@@ -406,7 +406,9 @@ class WindowBuilder:
         """A builder fed with `stream` up to `at` (default: its end); `refresh()` reads more.
 
         `calibrate=True` scales the counter by the ratio the stream's own reported
-        `usage.prompt_tokens` showed for the latest output's provider and model.
+        `usage.prompt_tokens` showed for the latest output's provider and model, learnt once
+        from the events read here: `refresh()` keeps it (events are counted once), so a new
+        builder is needed to learn it again.
         """
         events = _read(store, stream, at)
         counter = _counter(counter, events if calibrate else None)
