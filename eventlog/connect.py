@@ -119,6 +119,47 @@ def store_exists(url: str) -> bool:
     return exists
 
 
+def other_store_at(url: str) -> str | None:
+    """The scheme of another backend's store at `url`'s path (a mistyped scheme), or None."""
+    from pathlib import Path
+
+    from eventlog.backends.base import holds_store
+    from eventlog.backends.sqlite_schema import database_path
+
+    scheme, path, _, _ = _split(url)
+    if scheme == "memory" or not path:
+        return None
+    target = database_path(path) if scheme == "sqlite" else Path(path)
+    if target.is_dir():
+        return next((o for o in ("jsonl", "lmdb") if o != scheme and holds_store(target, o)), None)
+    if scheme != "sqlite" and target.is_file():
+        with target.open("rb") as f:
+            if f.read(16) == b"SQLite format 3\x00":
+                return "sqlite"
+    return None
+
+
+def rehearsal(url: str) -> Store:
+    """An empty in-memory store that checks writes as the store at `url` would.
+
+    Same payload format and store options (size limit, compression): a write that fails on it
+    fails before the real store is created, so a refused first write leaves no empty store
+    behind. Backend-specific limits (LMDB's key size, say) are not rehearsed.
+    """
+    from eventlog.backends.memory import MemoryBackend
+
+    scheme, _, _, store_opts = _split(url)
+    cls = _backend_class(scheme)
+    _check_store_options(url, cls.format, store_opts)
+
+    class _Rehearsal(MemoryBackend):
+        format = cls.format
+
+    backend = _Rehearsal()
+    backend.location = url  # errors name the store the write was meant for
+    return Store(backend, **store_opts)
+
+
 def _check_store_options(url: str, fmt: str, opts: dict[str, Any]) -> None:
     """Raise UsageError for a store option the store would refuse (checked as the store will)."""
     try:

@@ -54,23 +54,36 @@ class CopyReport(msgspec.Struct, frozen=True):
 
 
 def copy_store(
-    source: Store, target: Store | Callable[[], Store], *, progress: Progress | None = None
+    source: Store,
+    target: Store | Callable[[], Store],
+    *,
+    progress: Progress | None = None,
+    rehearse: Store | None = None,
 ) -> CopyReport:
     """Copy every event and fork of `source` into the empty store `target`; see the module.
 
     `target` may be a function that opens it: it is called once the source has verified, so a
-    source that does not verify leaves no new store behind.
+    source that does not verify leaves no new store behind. With `rehearse`, an empty store of
+    the target's format and limits (`eventlog.connect.rehearsal(url)`), the checks run on it
+    before that call too, so a copy the target would refuse leaves no new store either.
     """
     if isinstance(target, Store):
         _check_target(source, target)
     head = source.head_position()  # the copy is the store up to here
     total = _verify(source, head, progress)
+    forks = _forks_within(source, head)
+    checked = False
     if not isinstance(target, Store):
+        if rehearse is not None:
+            same = source.codec.format == rehearse.codec.format
+            _check(source, rehearse, head, forks, same, total, progress)
+            checked = True
         target = target()
         _check_target(source, target)
-    forks = _forks_within(source, head)
+        checked = checked and rehearse is not None and _same_codec(rehearse, target)
     same = source.codec.format == target.codec.format
-    _check(source, target, head, forks, same, total, progress)
+    if not checked:
+        _check(source, target, head, forks, same, total, progress)
     for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)
     copied, upcast, streams = _copy_events(source, target, head, same, total, progress)
@@ -79,6 +92,11 @@ def copy_store(
             f"copied {copied} events, but verified {total}", location=source.location
         )
     return CopyReport(len(streams | set(forks)), len(forks), copied, same, upcast)
+
+
+def _same_codec(a: Store, b: Store) -> bool:
+    """Whether `_check` on one says what it would say on the other (format and size limit)."""
+    return a.codec.format == b.codec.format and a.codec.max_event_bytes == b.codec.max_event_bytes
 
 
 def _check_target(source: Store, target: Store) -> None:

@@ -143,7 +143,7 @@ def test_file_system_and_encoding_errors_are_one_line(tmp_path: Path) -> None:
     store = tmp_path / "s.db"
     out = run("append", "s", str(latin), store=f"sqlite:///{store}")
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "the input is not UTF-8 text" in out.stderr
+    assert "latin1.jsonl line 1: not UTF-8 text" in out.stderr
     assert not store.exists()  # nothing was written
     out = run("bench", "--quick", "--json", str(tmp_path / "missing" / "r.json"), store="memory://")
     assert out.returncode == 2 and "directory" in out.stderr and "does not exist" in out.stderr

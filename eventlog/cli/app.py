@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import eventlog
-from eventlog.connect import store_exists
+from eventlog.connect import other_store_at, rehearsal, store_exists
 from eventlog.errors import EventlogError, UsageError
 from eventlog.store import ANY, MAX_SEQ, NO_STREAM, ExpectedSeq, Store
 
@@ -60,21 +61,43 @@ def store_url(ctx: click.Context) -> str:
     """The store URL: --store, then $EVENTLOG_STORE, then sqlite:///eventlog.db here."""
     root = ctx.find_root()
     url: str | None = root.params.get("store")
-    return url or os.environ.get("EVENTLOG_STORE") or DEFAULT_STORE
+    if url is None:
+        url = os.environ.get("EVENTLOG_STORE")
+        if url == "":
+            raise UsageError("$EVENTLOG_STORE is empty: set it to a store URL, or unset it")
+    if url == "":
+        raise UsageError("--store is empty (an unset shell variable?): give a store URL")
+    return url or DEFAULT_STORE
 
 
-def open_store(ctx: click.Context, *, create: bool = False) -> Store:
+def open_store(
+    ctx: click.Context,
+    *,
+    create: bool = False,
+    rehearse: Callable[[Store], object] | None = None,
+) -> Store:
     """Open the store this invocation points at (closed when the command ends).
 
     Only commands that write pass `create`: a mistyped URL must not leave an empty store behind
-    and report on it as if it were the one meant.
+    and report on it as if it were the one meant. When the store does not exist yet, the
+    command's write is first `rehearse`d on an in-memory store with the same format and
+    options (`eventlog.connect.rehearsal`): a write the store would refuse then creates
+    nothing.
     """
     url = store_url(ctx)
-    if not create and not store_exists(url):
+    exists = store_exists(url)
+    if not create and not exists:
+        other = other_store_at(url)
+        if other is not None:
+            scheme = url.split("://", 1)[0]
+            raise UsageError(f"{url} holds a {other} store, not a {scheme} one (use {other}://)")
         raise UsageError(
             f"no store at {url} (check --store or $EVENTLOG_STORE; demo, append, import and "
             "ingest create one)"
         )
+    if not exists and rehearse is not None:
+        with rehearsal(url) as trial:
+            rehearse(trial)
     store = eventlog.open(url)
     ctx.call_on_close(store.close)
     return store
@@ -105,7 +128,15 @@ def emit_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-console = Console()
+class _Console(Console):
+    """A rich console whose closed pipe ends the command as `Group` ends it (status 141)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console()
 err_console = Console(stderr=True)
 
 
@@ -137,6 +168,8 @@ class Group(click.Group):
         """
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _closed_pipe(ctx)
         except (EventlogError, OSError) as exc:
             _fail(ctx, type(exc).__name__, str(exc))
         except UnicodeDecodeError as exc:
@@ -145,6 +178,18 @@ class Group(click.Group):
                 "UnicodeDecodeError",
                 f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})",
             )
+
+
+def _closed_pipe(ctx: click.Context) -> None:
+    """The reader of stdout went away (`eventlog log s | head`): stop quietly.
+
+    With status 141, as a program killed by SIGPIPE; stdout then points at /dev/null, so
+    Python's last flush at exit does not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    ctx.exit(128 + signal.SIGPIPE)
 
 
 def _fail(ctx: click.Context, kind: str, message: str) -> None:

@@ -9,8 +9,9 @@ from rich.progress import TaskID
 
 import eventlog
 from eventlog.cli.app import cli, console, count, emit_json, open_store, progress_bar
-from eventlog.connect import store_exists
+from eventlog.connect import rehearsal, store_exists
 from eventlog.copy import Phase, copy_store
+from eventlog.errors import UsageError
 from eventlog.store import Store
 
 _LABELS: dict[Phase, str] = {
@@ -33,6 +34,11 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
     The source is verified first and the target verified after; exit 1 on any problem.
     """
     source = open_store(ctx)
+    if target.split("://", 1)[0].lower() == "memory":
+        raise UsageError(
+            "memory:// is gone when this command ends: export to a store on disk "
+            "(sqlite://, jsonl://, lmdb://)"
+        )
     opened: list[Store] = []
 
     def open_target() -> Store:  # a new store is made only once the source has verified
@@ -49,9 +55,11 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
         bar.update(tasks[phase], completed=done, total=total or None)
 
     with bar:
-        report = copy_store(
-            source, open_target() if store_exists(target) else open_target, progress=progress
-        )
+        if store_exists(target):
+            report = copy_store(source, open_target(), progress=progress)
+        else:  # checked on a stand-in first: a refused copy leaves no new store behind
+            with rehearsal(target) as trial:
+                report = copy_store(source, open_target, progress=progress, rehearse=trial)
         dest = opened[0]
         check = dest.verify()
     if as_json:

@@ -203,24 +203,72 @@ def search_cmd(
         console.print(escape(f"{h.stream}@{h.seq}  {h.snippet}"), highlight=False)
 
 
-def _parse_event(line: str, index: int) -> Event:
+_ENVELOPE = ("id", "meta", "causation_id", "correlation_id")
+"""Keys of an event line besides `type` and `data`: what the append keeps."""
+_ASSIGNED = ("stream", "seq", "position", "ts", "hash")
+"""Keys `log --json` prints that the store assigns on append: accepted and not used."""
+
+
+def _parse_event(line: str, where: str) -> Event:
+    """One event line, checked strictly: unknown keys and values of the wrong type are refused.
+
+    (`log --json` output reads back: its bytes are base64 text, which a bytes field takes.)
+    """
     try:
         doc = msgspec.json.decode(line)
     except msgspec.DecodeError as exc:
-        raise ValidationError(f"not JSON: {exc}", index=index) from None
+        raise ValidationError(f"{where}: not JSON: {exc}") from None
     if not isinstance(doc, dict) or "type" not in doc:
-        raise ValidationError('needs an object with a "type" and a "data"', index=index)
+        raise ValidationError(f'{where}: needs an object with a "type" and a "data"')
+    unknown = sorted(set(doc) - {"type", "data", *_ENVELOPE, *_ASSIGNED})
+    if unknown:
+        raise ValidationError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))} (an event line has type, "
+            f"data, {', '.join(_ENVELOPE)}; {', '.join(_ASSIGNED)} from log --json are ignored)"
+        )
     cls = event_type(str(doc["type"]))
     if cls is None:
-        raise ValidationError(f"unknown event type {doc['type']!r}", field="type", index=index)
-    try:
-        data: EventData = msgspec.convert(
-            {**doc.get("data", {}), "type": doc["type"]}, cls, strict=False
+        raise ValidationError(f"{where}: unknown event type {doc['type']!r}")
+    data = doc.get("data", {})
+    if not isinstance(data, dict):
+        kind = "null" if data is None else type(data).__name__
+        raise ValidationError(f'{where}: "data" must be a JSON object, got {kind}')
+    extra_fields = sorted(set(data) - {"type", *cls.__struct_encode_fields__})
+    if extra_fields:
+        raise ValidationError(
+            f"{where}: {doc['type']!r} has no field(s) {', '.join(map(repr, extra_fields))}"
         )
+    try:
+        payload: EventData = msgspec.convert({**data, "type": doc["type"]}, cls)
+        envelope = msgspec.convert({k: doc[k] for k in _ENVELOPE if k in doc}, _Envelope)
     except (msgspec.ValidationError, ValueError) as exc:
-        raise ValidationError(str(exc), field="data", index=index) from None
-    extra = {k: doc[k] for k in ("id", "meta", "causation_id", "correlation_id") if k in doc}
-    return Event(data=data, **extra)
+        raise ValidationError(f"{where}: {exc}") from None
+    given = {f: getattr(envelope, f) for f in _ENVELOPE}
+    return Event(data=payload, **{k: v for k, v in given.items() if v is not msgspec.UNSET})
+
+
+class _Envelope(msgspec.Struct, frozen=True):
+    """The envelope keys of an event line, type-checked (UNSET: not given)."""
+
+    id: str | msgspec.UnsetType = msgspec.UNSET
+    meta: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    causation_id: str | None | msgspec.UnsetType = msgspec.UNSET
+    correlation_id: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+def _read_events(source: Any) -> list[Event]:
+    """The events of a JSON-lines file, each error naming the file and its line (1-based)."""
+    name = getattr(source, "name", "-")
+    name = "stdin" if name in ("-", "<stdin>") else name
+    events: list[Event] = []
+    lineno = 0
+    try:
+        for lineno, line in enumerate(source, 1):
+            if line.strip():
+                events.append(_parse_event(line, f"{name} line {lineno}"))
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{name} line {lineno + 1}: not UTF-8 text ({exc.reason})") from None
+    return events
 
 
 @cli.command("append")
@@ -229,8 +277,16 @@ def _parse_event(line: str, index: int) -> Event:
 @expected_seq_option("any")
 @click.pass_context
 def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: ExpectedSeq) -> None:
-    """Append events given as JSON lines ({"type": ..., "data": {...}, "meta": {...}})."""
-    events = [_parse_event(line, i) for i, line in enumerate(source) if line.strip()]
-    stored = open_store(ctx, create=True).append(stream, events, expected_seq=expected_seq)
+    """Append events given as JSON lines ({"type": ..., "data": {...}, "meta": {...}}).
+
+    All or nothing: a line that is not a valid event (unknown keys or fields, values of the
+    wrong type) fails the whole append, naming the file and line.
+    """
+    events = _read_events(source)
+
+    def write(store: Store) -> list[RecordedEvent]:
+        return store.append(stream, events, expected_seq=expected_seq)
+
+    stored = write(open_store(ctx, create=True, rehearse=write))
     emit_json([{"seq": e.seq, "position": e.position, "id": e.id} for e in stored])
     sys.stdout.flush()

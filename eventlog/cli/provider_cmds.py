@@ -11,7 +11,7 @@ from eventlog.events import Event, RecordedEvent
 from eventlog.projections.providers.common import decode_json
 from eventlog.projections.providers.importers import FORMATS, import_history
 from eventlog.projections.providers.ingest import PROVIDERS, ingest_text
-from eventlog.store import ExpectedSeq
+from eventlog.store import ExpectedSeq, Store
 
 
 def _written(stream: str, records: list[RecordedEvent]) -> dict[str, Any]:
@@ -39,8 +39,11 @@ def import_cmd(
     --expected-seq says otherwise.
     """
     body = decode_json(file.read(), f"{fmt} history {getattr(file, 'name', '-')}")
-    store = open_store(ctx, create=True)
-    records = import_history(store, stream, fmt, body, expected_seq=expected_seq)
+
+    def write(store: Store) -> list[RecordedEvent]:
+        return import_history(store, stream, fmt, body, expected_seq=expected_seq)
+
+    records = write(open_store(ctx, create=True, rehearse=write))
     emit_json(_written(stream, records))
 
 
@@ -56,5 +59,9 @@ def ingest_cmd(
     """Record a provider response (a JSON body or an SSE stream, FILE or -) as one output."""
     output = ingest_text(provider, file.read())
     event = Event(data=output, meta={"source": f"ingest:{provider}"})
-    records = open_store(ctx, create=True).append(stream, [event], expected_seq=expected_seq)
+
+    def write(store: Store) -> list[RecordedEvent]:
+        return store.append(stream, [event], expected_seq=expected_seq)
+
+    records = write(open_store(ctx, create=True, rehearse=write))
     emit_json(_written(stream, records))

@@ -79,7 +79,7 @@ def event_json(event: RecordedEvent) -> dict[str, Any]:
         "ts": event.ts,
         "type": event.type,
         "data": msgspec.to_builtins(event.data),
-        "meta": event.meta,
+        "meta": msgspec.to_builtins(event.meta),  # bytes as base64 text, as in `data`
         "causation_id": event.causation_id,
         "correlation_id": event.correlation_id,
         "hash": event.hash,
