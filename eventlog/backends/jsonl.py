@@ -469,7 +469,11 @@ def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
     good_end = pending_off if pending else start + off
     good_seq = pending[0].seq if pending else seq
     if good_end == start + len(data):
-        reason = ""
+        return _Scan(batches, good_end, good_seq, "")
+    # Say where the damage is, and that the cut starts earlier when it takes a whole append.
+    reason += f" at seq {seq}"
+    if good_seq != seq:
+        reason += f", in the append that began at seq {good_seq}"
     return _Scan(batches, good_end, good_seq, reason)
 
 
@@ -702,7 +706,9 @@ class JSONLBackend(Backend):
             size = os.fstat(self._fd(st)).st_size
             try:
                 if size < st.end or not self._ends_with_newline(st):
-                    raise _corrupt(st.path, 0, "is shorter than indexed or was edited")
+                    raise CorruptionError(
+                        "is shorter than indexed or was edited", location=str(st.path)
+                    )
                 scan = self._scan_tail(st)
             except CorruptionError as exc:
                 # An edit that moved lines: the files are the truth, index them again.
@@ -879,11 +885,7 @@ class JSONLBackend(Backend):
     @staticmethod
     def _lost_committed(st: _Stream, scan: _Scan, need: int) -> CorruptionError:
         """The error for a file that no longer holds events index.log lists as committed."""
-        what = (
-            f"{scan.reason} at seq {scan.good_seq}"
-            if scan.reason
-            else f"the file holds seqs up to {scan.good_seq - 1} only"
-        )
+        what = scan.reason or f"the file holds seqs up to {scan.good_seq - 1} only"
         return CorruptionError(
             f"{what}, but index.log lists the stream's events up to seq "
             f"{need} as committed: the file was damaged or cut (or, at durability batch or "

@@ -227,7 +227,9 @@ def test_torn_tail_is_cut_and_reported(root: Path, caplog: pytest.LogCaptureFixt
 
 
 @pytest.mark.parametrize("cut", [1, 40, 200])
-def test_committed_events_are_never_cut(root: Path, cut: int) -> None:
+def test_committed_events_are_never_cut(
+    root: Path, cut: int, caplog: pytest.LogCaptureFixture
+) -> None:
     """A committed append (its index line written) whose lines lost their end was damaged, not
     torn by a crash: opening the store (even for a read) refuses with CorruptionError and
     changes nothing. Deleting index.log is the explicit way to accept the loss."""
@@ -239,16 +241,25 @@ def test_committed_events_are_never_cut(root: Path, cut: int) -> None:
     with path.open("r+b") as f:
         f.truncate(path.stat().st_size - cut)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    with pytest.raises(el.CorruptionError, match="lists the stream's events up to seq 11") as err:
+    with (
+        caplog.at_level("INFO", logger="eventlog"),
+        pytest.raises(el.CorruptionError, match="lists the stream's events up to seq 11") as err,
+    ):
         _open(root)
+    notices = [r.getMessage() for r in caplog.records]
+    assert any("is shorter than indexed" in m for m in notices), notices
+    assert not any(" line 0" in m for m in notices), notices  # no line to name: none named
     assert "Nothing was changed" in str(err.value) and "delete index.log" in str(err.value)
     assert str(path) in str(err.value)
+    # Where the damage is (the torn line), and that the cut would take the whole append.
+    assert re.search(r"at seq 1[01], in the append that began at seq 4", str(err.value))
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     (root / "index.log").unlink()
     assert el.store_exists(f"jsonl://{root}")  # still a store (read commands open it)
     with _open(root) as store:
         (repair,) = _backend(store).repairs
         assert repair.line == 5  # the whole unfinished batch, seqs 4-11
+        assert "in the append that began at seq 4" in repair.reason
         assert _texts(store, "s") == ["m0", "m1", "m2"]
         assert _texts(store, "t") == ["t0"]
 
