@@ -16,6 +16,7 @@ holding records of all three kinds (settings changed between runs) reads back co
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import random
@@ -50,6 +51,11 @@ ACTIVE_DICT_BLOB = "zstd-dict/active"
 Mode = Literal["none", "zstd"]
 BlobGetter = Callable[[str], bytes | None]
 _DICT_ID = struct.Struct(">I")
+_ZSTD_DICT_MAGIC = b"\x37\xa4\x30\xec"
+DICT_BLOB_HEADER = b"eventlog zstd-dict v1\n"
+"""A dictionary blob: this header, the SHA-256 of the dictionary, the dictionary. A damaged
+dictionary would otherwise decode records into other bytes without an error, and compress new
+ones with the damage. Blobs written before the checksum hold the dictionary alone."""
 
 
 def dict_blob_key(dict_id: int) -> str:
@@ -248,14 +254,38 @@ class Compression:
             if zstd is None:
                 zstd = self._zstd = zstd_module()
             try:
-                zdict = zstd.ZstdCompressionDict(raw)
+                zdict = zstd.ZstdCompressionDict(dictionary_bytes(raw))
+                if zdict.dict_id() != dict_id:
+                    raise ValueError(f"the blob holds dictionary {zdict.dict_id()}")
                 if self.mode == "zstd":
                     zdict.precompute_compress(level=self.level)
-            except zstd.ZstdError as exc:  # a damaged blob: as good as missing
+            except (zstd.ZstdError, ValueError) as exc:  # a damaged blob: as good as missing
                 log.warning("zstd dictionary %d is damaged: %s", dict_id, exc)
                 return None
             self._dicts[dict_id] = zdict
         return zdict
+
+
+def dictionary_blob(dictionary: bytes) -> bytes:
+    """The blob that stores a dictionary: header, SHA-256, dictionary (`DICT_BLOB_HEADER`)."""
+    return DICT_BLOB_HEADER + hashlib.sha256(dictionary).digest() + dictionary
+
+
+def dictionary_bytes(blob: bytes) -> bytes:
+    """The dictionary a blob holds; ValueError if its checksum does not match.
+
+    A blob without the header is one written before the checksum: the dictionary alone, which
+    starts with zstd's dictionary magic number.
+    """
+    if not blob.startswith(DICT_BLOB_HEADER):
+        if not blob.startswith(_ZSTD_DICT_MAGIC):
+            raise ValueError("the blob is not a zstd dictionary")
+        return blob
+    start = len(DICT_BLOB_HEADER)
+    digest, dictionary = blob[start : start + 32], blob[start + 32 :]
+    if hashlib.sha256(dictionary).digest() != digest:
+        raise ValueError("its SHA-256 does not match the one stored with it")
+    return dictionary
 
 
 def _corrupt(rec: Record, location: str, message: str) -> CorruptionError:
@@ -298,7 +328,7 @@ def train_dictionary(
             f"cannot train a {size}-byte zstd dictionary on {len(samples)} events "
             f"({total} bytes): {exc}; append more events first"
         ) from exc
-    backend.put_blob(dict_blob_key(dict_id), trained.as_bytes())
+    backend.put_blob(dict_blob_key(dict_id), dictionary_blob(trained.as_bytes()))
     if activate:
         backend.put_blob(ACTIVE_DICT_BLOB, str(dict_id).encode())
         compression = codec.compression
@@ -314,6 +344,8 @@ __all__ = [
     "ZSTD_DICT",
     "Compression",
     "dict_blob_key",
+    "dictionary_blob",
+    "dictionary_bytes",
     "train_dictionary",
     "zstd_module",
 ]

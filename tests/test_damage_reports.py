@@ -233,6 +233,52 @@ def test_a_damaged_dictionary_is_reported_like_a_missing_one(tmp_path: Path) -> 
         assert [p.stream for p in store.verify().problems] == ["after"]
 
 
+@pytest.mark.parametrize("damage", ["content", "swapped", "legacy", "legacy-swapped"])
+def test_a_dictionary_whose_bytes_changed_is_never_used(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Damage inside a dictionary's content still parses as a dictionary, and would decode
+    records into other text without an error (found in review): the blob's SHA-256 catches it.
+    A blob written before the checksum (the dictionary alone) still reads, and must at least
+    be a dictionary with the id the records name."""
+    from eventlog.bench.workload import conversation
+    from eventlog.compression import dict_blob_key, dictionary_bytes, train_dictionary
+
+    url = f"sqlite:///{tmp_path / 's.db'}?compression=zstd&compress_min_bytes=64"
+    with el.open(url) as store:
+        store.append("chat", conversation(200))
+        dict_id = train_dictionary(store, size=4096)
+        other = train_dictionary(store, size=4096, activate=False)
+        after = store.append("after", [el.Event(data=e.data) for e in conversation(20, seed=4)])
+        assert {r.codec for r in store.backend.read("after", 1, None)} == {2}
+        blob = store.backend.get_blob(dict_blob_key(dict_id))
+        assert blob is not None
+        raw = dictionary_bytes(blob)
+        if damage == "content":  # flip the case of letters near the end, as disk damage would
+            tail = bytes(b ^ 0x20 if 97 <= b <= 122 else b for b in blob[-400:])
+            store.backend.put_blob(dict_blob_key(dict_id), blob[:-400] + tail)
+        elif damage == "swapped":
+            store.backend.put_blob(
+                dict_blob_key(dict_id), store.backend.get_blob(dict_blob_key(other)) or b""
+            )
+        elif damage == "legacy":
+            store.backend.put_blob(dict_blob_key(dict_id), raw)
+        else:
+            other_blob = store.backend.get_blob(dict_blob_key(other)) or b""
+            store.backend.put_blob(dict_blob_key(dict_id), dictionary_bytes(other_blob))
+    with caplog.at_level("WARNING", logger="eventlog.compression"), el.open(url) as store:
+        if damage == "legacy":
+            assert list(store.read("after")) == after
+            assert store.verify().ok
+            return
+        with pytest.raises(el.CorruptionError, match="missing or damaged"):
+            list(store.read("after"))
+        assert [p.stream for p in store.verify().problems] == ["after"]
+        store.append("new", [el.Event(data=e.data) for e in conversation(5, seed=5)])
+        assert 2 not in {r.codec for r in store.backend.read("new", 1, None)}
+    assert any(f"zstd dictionary {dict_id} is damaged" in r.getMessage() for r in caplog.records)
+
+
 def test_invalid_utf8_in_a_jsonl_header_is_a_corruption_error(tmp_path: Path) -> None:
     url = _url("jsonl", tmp_path)
     with el.open(url) as store:
