@@ -443,7 +443,7 @@ class Codec:
                 )
             cls = event_type(rec.type)
             assert cls is not None
-            return self._upcast(rec, cls, plain, entry[0])
+            return self._upcast(rec, cls, plain, entry[0], location)
         except DECODE_ERRORS as exc:
             raise CorruptionError(
                 f"payload of type {rec.type!r} does not decode: {exc}",
@@ -462,17 +462,42 @@ class Codec:
                 location=location or None,
             ) from None
 
-    def _upcast(self, rec: Record, cls: type[EventData], plain: bytes, current: int) -> EventData:
+    def _upcast(
+        self, rec: Record, cls: type[EventData], plain: bytes, current: int, location: str = ""
+    ) -> EventData:
+        """The payload of an older schema version, brought to `current` by its upcasters.
+
+        What cannot be upcast (a stored value that is not an object, an upcaster that fails on
+        it or returns something else) is a CorruptionError naming the record, so `verify`
+        reports it as the stream's problem.
+        """
+
+        def corrupt(message: str) -> CorruptionError:
+            return CorruptionError(
+                message, stream=rec.stream, seq=rec.seq, location=location or None
+            )
+
         value = self._untyped(plain)
         for version in range(rec.version, current):
+            if not isinstance(value, dict):
+                raise corrupt(
+                    f"payload of type {rec.type!r} at version {version} is a "
+                    f"{type(value).__name__}, not an object"
+                )
             fn = upcaster(rec.type, version)
             if fn is None:
-                raise CorruptionError(
-                    f"no upcaster registered for {rec.type!r} from version {version}",
-                    stream=rec.stream,
-                    seq=rec.seq,
-                )
-            value = fn(value)
+                raise corrupt(f"no upcaster registered for {rec.type!r} from version {version}")
+            try:
+                value = fn(value)
+            except Exception as exc:
+                raise corrupt(
+                    f"the upcaster of {rec.type!r} from version {version} failed on this "
+                    f"record: {type(exc).__name__}: {exc}"
+                ) from exc
+        if not isinstance(value, dict):
+            raise corrupt(
+                f"the upcasters of {rec.type!r} made a {type(value).__name__}, not an object"
+            )
         value["type"] = rec.type
         result: EventData = msgspec.convert(value, cls, strict=self.format == "msgpack")
         return result

@@ -116,6 +116,18 @@ def test_upcaster_applies_on_read_and_missing_one_is_corruption() -> None:
     with pytest.raises(el.CorruptionError, match="no upcaster"):
         Codec("msgpack").decode_data(_record("test.nopath", 1, msgspec.msgpack.encode({"x": 1})))
 
+    # A damaged old record: read and verify report it, rather than raise what the upcaster hit.
+    for fmt, enc in (("msgpack", msgspec.msgpack.encode), ("json", msgspec.json.encode)):
+        codec = Codec(fmt)  # type: ignore[arg-type]
+        for stored, message in [
+            ([1, 2], "at version 1 is a list, not an object"),
+            (7, "at version 1 is a int, not an object"),
+            ({"type": "test.renamed", "zz": 1}, "from version 1 failed on this record: KeyError"),
+        ]:
+            with pytest.raises(el.CorruptionError, match=message) as err:
+                codec.decode_data(_record("test.renamed", 1, enc(stored)), "/the/store")
+            assert err.value.seq is not None and "/the/store" in str(err.value)
+
 
 def test_undecodable_records_raise_corruption_naming_place() -> None:
     codec = Codec("msgpack")
