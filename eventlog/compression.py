@@ -306,6 +306,10 @@ def train_dictionary(
     with ``compression=zstd``) and stores opened later compress new events with it.
     Raises UsageError when the store holds too little data to train on.
     """
+    if isinstance(size, bool) or not isinstance(size, int) or not 256 <= size <= 2**31:
+        raise UsageError(f"size must be a number of bytes from 256 to 2**31, got {size!r}")
+    if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1:
+        raise UsageError(f"max_samples must be a positive integer, got {max_samples!r}")
     zstd = zstd_module()
     backend = store.backend
     codec = store.codec

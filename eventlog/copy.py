@@ -269,7 +269,7 @@ def _convert(source: Store, target: Store, rec: Record) -> Encoded:
     except ValidationError as exc:
         raise ValidationError(
             f"{rec.stream!r} seq {rec.seq} ({rec.id}) cannot be stored in {target.location}: "
-            f"{exc}; nothing was copied",
+            f"{exc.detail}; nothing was copied",
             field=exc.field,
         ) from None
 

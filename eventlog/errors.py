@@ -20,6 +20,8 @@ class ValidationError(EventlogError, ValueError):
     def __init__(self, message: str, *, field: str | None = None, index: int | None = None):
         self.field = field
         self.index = index
+        self.detail = message
+        """The message without the event and field it names."""
         where = []
         if index is not None:
             where.append(f"event #{index}")

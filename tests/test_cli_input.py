@@ -159,3 +159,30 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
         )
         assert done.returncode == 141, done.stderr  # as a program killed by SIGPIPE
         assert done.stderr == "" and done.stdout.count("\n") == 1
+
+
+def test_an_error_the_store_finds_names_the_file_line(tmp_path: Path) -> None:
+    """Blank lines are skipped, so the store's "event #i" is not the line: the CLI says which."""
+    big_meta = '{"type": "checkpoint", "data": {"label": "b"}, "meta": {"x": "' + "y" * 3000 + '"}}'
+    source = tmp_path / "events.jsonl"
+    source.write_text("\n".join(["", CHECKPOINT, "", big_meta]) + "\n")
+    code, _, err = run(f"sqlite:///{tmp_path}/s.db", "append", "s", str(source))
+    assert code == 1 and "events.jsonl line 4, field 'meta': encodes to" in one_line(err), err
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_log_shows_big_integers_and_refuses_what_json_cannot_show(tmp_path: Path) -> None:
+    jsonl, url = f"jsonl://{tmp_path}/j", f"sqlite:///{tmp_path}/n.db"  # JSON keeps big ints
+    with el.open(jsonl) as store:
+        store.append("big", [el.Custom(kind="k", data={"n": 2**70})])
+    with el.open(url) as store:
+        store.append("nan", [el.Checkpoint(label="ok"), el.Custom(kind="k", data=float("nan"))])
+    code, out, err = run(jsonl, "log", "big", "--json")
+    assert code == 0 and f'"n":{2**70}' in out, err
+    code, out, err = run(jsonl, "log", "big")
+    assert code == 0 and str(2**70) in out, err
+    code, out, err = run(url, "log", "nan", "--json")
+    assert code == 1 and len(out.splitlines()) == 1  # the events before it were printed
+    assert "stream 'nan' seq 2 holds the float nan, which JSON cannot show" in one_line(err)
+    code, out, err = run(url, "log", "nan")
+    assert code == 0 and "k: NaN" in out, err

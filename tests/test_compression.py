@@ -173,6 +173,23 @@ def test_training_on_too_little_data_is_a_usage_error() -> None:
             train_dictionary(store)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"size": -1}, "size must be"),
+        ({"size": 0}, "size must be"),
+        ({"size": True}, "size must be"),
+        ({"max_samples": 0}, "max_samples must be"),
+    ],
+)
+def test_bad_training_options_are_usage_errors(options: dict[str, int], message: str) -> None:
+    with el.open("memory://", compression="zstd") as store:
+        store.append("s", [el.ModelInput.from_text(f"turn {i}") for i in range(500)])
+        with pytest.raises(el.UsageError, match=message):
+            train_dictionary(store, **options)
+        assert store.backend.get_blob(ACTIVE_DICT_BLOB) is None
+
+
 def test_use_of_an_unknown_dictionary_is_refused() -> None:
     with el.open("memory://", compression="zstd") as store, pytest.raises(el.UsageError):
         store.codec.compression.use_dictionary(12345)

@@ -184,8 +184,10 @@ def test_value_the_target_format_cannot_hold_writes_nothing(url_of: Callable[[st
     with el.open(url_of("sqlite")) as source, el.open(url_of("jsonl")) as target:
         fill(source)
         source.append("c", [el.Event(data=el.Checkpoint(label="x"), meta={"raw": b"\x00\x01"})])
-        with pytest.raises(el.ValidationError, match=r"'c' seq 1 .*nothing was copied"):
+        with pytest.raises(el.ValidationError, match=r"'c' seq 1 .*nothing was copied") as err:
             copy_store(source, target)
+        assert "event #" not in str(err.value)  # the copy's own encode index means nothing here
+        assert err.value.field == "meta"
         assert target.head_position() == 0
         assert target.forks() == []
 

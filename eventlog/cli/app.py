@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-import orjson
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -124,8 +125,34 @@ def expected_seq_option(default: str) -> Callable[[Callable[..., Any]], Callable
 
 def emit_json(value: Any) -> None:
     """Write one JSON document to stdout."""
-    sys.stdout.buffer.write(orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.write(json_bytes(value, indent=True) + b"\n")
     sys.stdout.flush()
+
+
+def json_bytes(value: Any, *, indent: bool = False, what: str = "the output") -> bytes:
+    """`value` (JSON-like builtins) as JSON, exactly or not at all.
+
+    Integers of any size are written as they are. NaN and the infinities have no JSON form
+    (orjson and msgspec would write `null`): they are refused, naming `what` holds them.
+    """
+    _refuse_non_finite(value, what)
+    out = msgspec.json.encode(value)
+    return msgspec.json.format(out, indent=2) if indent else out
+
+
+def _refuse_non_finite(value: Any, what: str) -> None:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise UsageError(
+                f"{what} holds the float {value!r}, which JSON cannot show (it would print "
+                "null): read it with the Python API"
+            )
+    elif isinstance(value, dict):
+        for item in value.values():
+            _refuse_non_finite(item, what)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _refuse_non_finite(item, what)
 
 
 class _Console(Console):

@@ -256,19 +256,33 @@ class _Envelope(msgspec.Struct, frozen=True):
     correlation_id: str | None | msgspec.UnsetType = msgspec.UNSET
 
 
-def _read_events(source: Any) -> list[Event]:
-    """The events of a JSON-lines file, each error naming the file and its line (1-based)."""
-    name = getattr(source, "name", "-")
-    name = "stdin" if name in ("-", "<stdin>") else name
-    events: list[Event] = []
-    lineno = 0
-    try:
-        for lineno, line in enumerate(source, 1):
-            if line.strip():
-                events.append(_parse_event(line, f"{name} line {lineno}"))
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{name} line {lineno + 1}: not UTF-8 text ({exc.reason})") from None
-    return events
+class _Lines:
+    """The events of a JSON-lines file, and the file line (1-based) each came from."""
+
+    def __init__(self, source: Any) -> None:
+        name = getattr(source, "name", "-")
+        self.name = "stdin" if name in ("-", "<stdin>") else name
+        self.events: list[Event] = []
+        self.lines: list[int] = []
+        lineno = 0
+        try:
+            for lineno, line in enumerate(source, 1):
+                if line.strip():
+                    self.events.append(_parse_event(line, f"{self.name} line {lineno}"))
+                    self.lines.append(lineno)
+        except UnicodeDecodeError as exc:
+            where = f"{self.name} line {lineno + 1}"
+            raise ValidationError(f"{where}: not UTF-8 text ({exc.reason})") from None
+
+    def located(self, exc: ValidationError) -> ValidationError:
+        """The store's error about event #i, naming the file line instead."""
+        if exc.index is None or not 0 <= exc.index < len(self.lines):
+            return exc
+        where = f"{self.name} line {self.lines[exc.index]}"
+        field = f", field {exc.field!r}" if exc.field is not None else ""
+        located = ValidationError(f"{where}{field}: {exc.detail}")
+        located.field = exc.field
+        return located
 
 
 @cli.command("append")
@@ -282,10 +296,13 @@ def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: Expec
     All or nothing: a line that is not a valid event (unknown keys or fields, values of the
     wrong type) fails the whole append, naming the file and line.
     """
-    events = _read_events(source)
+    given = _Lines(source)
 
     def write(store: Store) -> list[RecordedEvent]:
-        return store.append(stream, events, expected_seq=expected_seq)
+        try:
+            return store.append(stream, given.events, expected_seq=expected_seq)
+        except ValidationError as exc:
+            raise given.located(exc) from None
 
     stored = write(open_store(ctx, create=True, rehearse=write))
     emit_json([{"seq": e.seq, "position": e.position, "id": e.id} for e in stored])

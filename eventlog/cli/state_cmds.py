@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
 import click
 import msgspec
-import orjson
 from click.core import ParameterSource
 from rich.markup import escape
 from rich.table import Table
 
-from eventlog.cli.app import cli, console, emit_json, open_store
+from eventlog.cli.app import cli, console, emit_json, json_bytes, open_store
 from eventlog.events import (
     Checkpoint,
     Compaction,
@@ -65,8 +65,13 @@ def describe(data: EventData) -> str:
     if isinstance(data, SkillActivated):
         return data.name
     if isinstance(data, Custom):
-        return f"{data.kind}: {_short(orjson.dumps(data.data, default=str).decode(), 50)}"
-    return _short(orjson.dumps(msgspec.to_builtins(data), default=str).decode())
+        return f"{data.kind}: {_short(_preview_json(data.data), 50)}"
+    return _short(_preview_json(data))
+
+
+def _preview_json(value: Any) -> str:
+    """JSON-ish text for a one-line preview: NaN and big integers shown as they are."""
+    return json.dumps(msgspec.to_builtins(value), ensure_ascii=False, default=str)
 
 
 def event_json(event: RecordedEvent) -> dict[str, Any]:
@@ -103,7 +108,8 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
     if as_json:
         out = sys.stdout.buffer
         for event in events:
-            out.write(orjson.dumps(event_json(event)) + b"\n")
+            where = f"stream {event.stream!r} seq {event.seq}"
+            out.write(json_bytes(event_json(event), what=where) + b"\n")
         out.flush()
         return
     for event in events:
