@@ -40,6 +40,17 @@ CHECKPOINT = '{"type": "checkpoint", "data": {"label": "a"}}'
         (['{"type": "checkpoint", "data": null}'], '"data" must be a JSON object, got null'),
         (['{"type": "checkpoint", "data": {"label": "x"}, "metaa": {}}'], "unknown key(s) 'metaa'"),
         (['{"type": "checkpoint", "data": {"label": "x", "labell": "y"}}'], "no field(s) 'labell'"),
+        (  # nested objects too: a typo there would store a default in its place
+            [
+                '{"type": "tool_results", "data": {"results": [{"call_id": "c1", '
+                '"tool_name": "t", "contnet": "output", "statsu": "failed"}]}}'
+            ],
+            "has no field $.results[0].contnet",
+        ),
+        (
+            ['{"type": "model_input", "data": {"sections": [{"text": "a", "titel": "t"}]}}'],
+            "has no field $.sections[0].titel",
+        ),
         (  # no coercion: a string is not a seq
             ['{"type": "compaction", "data": {"first_seq": "1", "last_seq": 2, "summary": "s"}}'],
             "Expected `int`, got `str`",
@@ -148,8 +159,8 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/p.db"
     many = "".join(f'{{"type": "checkpoint", "data": {{"label": "c{i}"}}}}\n' for i in range(5000))
     assert run(url, "append", "s", "-", input=many)[0] == 0
-    for flag in ("--json", ""):
-        command = f"{sys.executable} -m eventlog --store {url} log s {flag} | head -1"
+    for args in ("log s --json", "log s", "replay s --json"):  # replay: one large write
+        command = f"{sys.executable} -m eventlog --store {url} {args} | head -1"
         done = subprocess.run(
             ["bash", "-c", f"set -o pipefail; {command}"],
             capture_output=True,
@@ -186,3 +197,16 @@ def test_log_shows_big_integers_and_refuses_what_json_cannot_show(tmp_path: Path
     assert "stream 'nan' seq 2 holds the float nan, which JSON cannot show" in one_line(err)
     code, out, err = run(url, "log", "nan")
     assert code == 0 and "k: NaN" in out, err
+
+
+def test_json_output_refuses_keys_json_would_turn_into_strings(tmp_path: Path) -> None:
+    """MessagePack keeps int keys; JSON would print them as strings, and an int and a str key
+    of the same digits as one duplicated key: `log --json | append` would lose one."""
+    url = f"sqlite:///{tmp_path}/k.db"
+    with el.open(url) as store:
+        store.append("k", [el.Custom(kind="k", data={1: "int key", "1": "str key"})])
+        store.append("m", [el.Event(data=el.Checkpoint(label="x"), meta={"n": {2: "x"}})])
+    for stream, key in (("k", "int key 1"), ("m", "int key 2")):
+        code, out, err = run(url, "log", stream, "--json")
+        assert code == 1 and out == "", err
+        assert f"stream {stream!r} seq 1 holds the {key}, which JSON" in one_line(err), err

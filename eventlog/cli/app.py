@@ -125,8 +125,23 @@ def expected_seq_option(default: str) -> Callable[[Callable[..., Any]], Callable
 
 def emit_json(value: Any) -> None:
     """Write one JSON document to stdout."""
-    sys.stdout.buffer.write(json_bytes(value, indent=True) + b"\n")
+    write_out(json_bytes(value, indent=True) + b"\n")
     sys.stdout.flush()
+
+
+def write_out(data: bytes) -> None:
+    """Write all of `data` to stdout; BrokenPipeError if the reader has gone.
+
+    A reader leaving mid-write can make one write take only part of a large output without an
+    error (SIGPIPE is ignored): the rest is written until the pipe says it is closed.
+    """
+    out = sys.stdout.buffer
+    view = memoryview(data)
+    while view:
+        n = out.write(view)
+        if not n:
+            raise BrokenPipeError
+        view = view[n:]
 
 
 def json_bytes(value: Any, *, indent: bool = False, what: str = "the output") -> bytes:
@@ -135,12 +150,13 @@ def json_bytes(value: Any, *, indent: bool = False, what: str = "the output") ->
     Integers of any size are written as they are. NaN and the infinities have no JSON form
     (orjson and msgspec would write `null`): they are refused, naming `what` holds them.
     """
-    _refuse_non_finite(value, what)
+    _refuse_inexact(value, what)
     out = msgspec.json.encode(value)
     return msgspec.json.format(out, indent=2) if indent else out
 
 
-def _refuse_non_finite(value: Any, what: str) -> None:
+def _refuse_inexact(value: Any, what: str) -> None:
+    """UsageError for what JSON would change: a non-finite float, a key that is not a string."""
     if isinstance(value, float):
         if not math.isfinite(value):
             raise UsageError(
@@ -148,11 +164,16 @@ def _refuse_non_finite(value: Any, what: str) -> None:
                 "null): read it with the Python API"
             )
     elif isinstance(value, dict):
-        for item in value.values():
-            _refuse_non_finite(item, what)
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise UsageError(
+                    f"{what} holds the {type(key).__name__} key {key!r}, which JSON can only "
+                    "show as a string (another value): read it with the Python API"
+                )
+            _refuse_inexact(item, what)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _refuse_non_finite(item, what)
+            _refuse_inexact(item, what)
 
 
 class _Console(Console):

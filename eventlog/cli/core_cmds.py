@@ -243,8 +243,29 @@ def _parse_event(line: str, where: str) -> Event:
         envelope = msgspec.convert({k: doc[k] for k in _ENVELOPE if k in doc}, _Envelope)
     except (msgspec.ValidationError, ValueError) as exc:
         raise ValidationError(f"{where}: {exc}") from None
+    # Nested objects (results, sections, calls, ...) ignore keys they do not know: compare.
+    nested = _unknown_key(data, msgspec.to_builtins(payload, str_keys=True), "$")
+    if nested is not None:
+        raise ValidationError(f"{where}: {doc['type']!r} has no field {nested}")
     given = {f: getattr(envelope, f) for f in _ENVELOPE}
     return Event(data=payload, **{k: v for k, v in given.items() if v is not msgspec.UNSET})
+
+
+def _unknown_key(given: Any, kept: Any, path: str) -> str | None:
+    """The path of the first key of `given` that its decoded form `kept` does not have."""
+    if isinstance(given, dict) and isinstance(kept, dict):
+        for key, value in given.items():
+            if key not in kept:
+                return f"{path}.{key}"
+            found = _unknown_key(value, kept[key], f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(given, list) and isinstance(kept, (list, tuple)) and len(given) == len(kept):
+        for i, (value, back) in enumerate(zip(given, kept, strict=True)):
+            found = _unknown_key(value, back, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 class _Envelope(msgspec.Struct, frozen=True):

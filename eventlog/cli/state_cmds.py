@@ -12,7 +12,7 @@ from click.core import ParameterSource
 from rich.markup import escape
 from rich.table import Table
 
-from eventlog.cli.app import cli, console, emit_json, json_bytes, open_store
+from eventlog.cli.app import cli, console, emit_json, json_bytes, open_store, write_out
 from eventlog.events import (
     Checkpoint,
     Compaction,
@@ -109,7 +109,7 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
         out = sys.stdout.buffer
         for event in events:
             where = f"stream {event.stream!r} seq {event.seq}"
-            out.write(json_bytes(event_json(event), what=where) + b"\n")
+            write_out(json_bytes(event_json(event), what=where) + b"\n")
         out.flush()
         return
     for event in events:
