@@ -124,7 +124,7 @@ def other_store_at(url: str) -> str | None:
     from pathlib import Path
 
     from eventlog.backends.base import holds_store
-    from eventlog.backends.sqlite_schema import database_path
+    from eventlog.backends.sqlite_schema import SQLITE_HEADER, database_path
 
     scheme, path, _, _ = _split(url)
     if scheme == "memory" or not path:
@@ -134,7 +134,7 @@ def other_store_at(url: str) -> str | None:
         return next((o for o in ("jsonl", "lmdb") if o != scheme and holds_store(target, o)), None)
     if scheme != "sqlite" and target.is_file():
         with target.open("rb") as f:
-            if f.read(16) == b"SQLite format 3\x00":
+            if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
                 return "sqlite"
     return None
 
@@ -144,7 +144,7 @@ def rehearsal(url: str) -> Store:
 
     Same payload format and store options (size limit, compression): a write that fails on it
     fails before the real store is created, so a refused first write leaves no empty store
-    behind. Backend-specific limits (LMDB's key size, say) are not rehearsed.
+    behind. A refusal of the backend's own, after it made its files, is not rehearsed.
     """
     from eventlog.backends.memory import MemoryBackend
 

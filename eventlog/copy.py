@@ -72,17 +72,16 @@ def copy_store(
     head = source.head_position()  # the copy is the store up to here
     total = _verify(source, head, progress)
     forks = _forks_within(source, head)
-    checked = False
+    checked_on: Store | None = None  # a stand-in the checks already passed on
     if not isinstance(target, Store):
         if rehearse is not None:
             same = source.codec.format == rehearse.codec.format
             _check(source, rehearse, head, forks, same, total, progress)
-            checked = True
+            checked_on = rehearse
         target = target()
         _check_target(source, target)
-        checked = checked and rehearse is not None and _same_codec(rehearse, target)
     same = source.codec.format == target.codec.format
-    if not checked:
+    if checked_on is None or not _same_codec(checked_on, target):
         _check(source, target, head, forks, same, total, progress)
     for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)

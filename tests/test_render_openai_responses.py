@@ -334,9 +334,15 @@ def _ingested(*output: dict[str, Any]) -> rw.ModelOutput:
     from eventlog.projections.providers.ingest_openai_responses import ingest_response
 
     return ingest_response(
-        {"object": "response", "id": "resp_1", "model": "gpt-x", "status": "completed",
-         "output": list(output), "usage": {"input_tokens": 1, "output_tokens": 1}}
-    )  # fmt: skip
+        {
+            "object": "response",
+            "id": "resp_1",
+            "model": "gpt-x",
+            "status": "completed",
+            "output": list(output),
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
 
 
 def _rs_enc(item_id: str) -> dict[str, Any]:
@@ -348,17 +354,27 @@ def _fc_item(n: int) -> dict[str, Any]:
             "arguments": "{}", "status": "completed"}  # fmt: skip
 
 
+def _ws_item() -> dict[str, Any]:
+    """A built-in web search call, which ingest does not keep."""
+    return {"type": "web_search_call", "id": "ws_1", "status": "completed",
+            "action": {"type": "search", "query": "x"}}  # fmt: skip
+
+
+def _msg(n: int, text: str = "") -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text or f"m{n}", "annotations": []}]
+    return {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+            "content": content}  # fmt: skip
+
+
 def test_reasoning_before_a_dropped_builtin_call_is_not_sent() -> None:
     """`[rs_1, web_search_call, rs_2, msg_1]`: ingest keeps no built-in call, and a reasoning
     item followed by another is refused: rs_1 (whose item is gone) is left out."""
     output = _ingested(
         _rs_enc("rs_1"),
-        {"type": "web_search_call", "id": "ws_1", "status": "completed",
-         "action": {"type": "search", "query": "x"}},
+        _ws_item(),
         _rs_enc("rs_2"),
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Answer", "annotations": []}]},
-    )  # fmt: skip
+        _msg(1, "Answer"),
+    )
     w = rw.win(rw.text_in("q"), output, rw.text_in("more?"))
     assert r(w)["input"] == [
         user("q"),
@@ -400,9 +416,8 @@ def test_an_ingested_output_goes_back_in_the_order_openai_sent_it() -> None:
         _rs_enc("rs_1"),
         _fc_item(1),
         _rs_enc("rs_2"),
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Calling", "annotations": []}]},
-    )  # fmt: skip
+        _msg(1, "Calling"),
+    )
     assert [c.after for c in output.tool_calls] == [1]
     w = rw.win(rw.text_in("q"), output, rw.results(rw.ok("call_1", "search", "r1")))
     body = r(w)
@@ -424,9 +439,8 @@ def test_a_call_recorded_without_its_place_uses_the_spare_reasoning() -> None:
         _rs_enc("rs_1"),
         _fc_item(1),
         _rs_enc("rs_2"),
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Calling", "annotations": []}]},
-    )  # fmt: skip
+        _msg(1, "Calling"),
+    )
     calls = tuple(msgspec.structs.replace(c, after=None) for c in ingested.tool_calls)
     output = msgspec.structs.replace(ingested, tool_calls=calls)
     w = rw.win(rw.text_in("q"), output, rw.results(rw.ok("call_1", "search", "r1")))
@@ -445,15 +459,13 @@ def test_reasoning_after_the_last_message_leads_the_calls() -> None:
     goes before the first; rs_a (whose built-in call ingest drops) is not moved onto one."""
     output = _ingested(
         _rs_enc("rs_a"),
-        {"type": "web_search_call", "id": "ws_1", "status": "completed",
-         "action": {"type": "search", "query": "x"}},
+        _ws_item(),
         _rs_enc("rs_b"),
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Two lookups.", "annotations": []}]},
+        _msg(1, "Two lookups."),
         _rs_enc("rs_c"),
         _fc_item(1),
         _fc_item(2),
-    )  # fmt: skip
+    )
     answers = rw.results(rw.ok("call_1", "search", "r1"), rw.ok("call_2", "search", "r2"))
     body = r(rw.win(rw.text_in("q"), output, answers))
     assert [i.get("id") for i in body["input"][1:6]] == ["rs_b", "msg_1", "rs_c", "fc_1", "fc_2"]
@@ -467,11 +479,6 @@ def _in_order_ids(*output: dict[str, Any], results: Any, **kw: Any) -> list[str]
         f"out:{i['call_id']}" if i["type"].endswith("_output") else i.get("id") or i["role"]
         for i in body["input"][1:]
     ]
-
-
-def _msg(n: int) -> dict[str, Any]:
-    return {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": f"m{n}", "annotations": []}]}  # fmt: skip
 
 
 def test_a_message_after_calls_keeps_each_call_next_to_its_output() -> None:

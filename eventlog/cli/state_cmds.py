@@ -106,11 +106,10 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
     store = open_store(ctx)
     events = store.read(stream, first, last)
     if as_json:
-        out = sys.stdout.buffer
         for event in events:
             where = f"stream {event.stream!r} seq {event.seq}"
             write_out(json_bytes(event_json(event), what=where) + b"\n")
-        out.flush()
+        sys.stdout.buffer.flush()
         return
     for event in events:
         time = event.time.strftime("%Y-%m-%d %H:%M:%S")
