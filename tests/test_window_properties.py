@@ -86,17 +86,24 @@ def test_window_rules(events: list[EventData], budget: int, strategy: str) -> No
     # A summarised entry names the compaction in the window that stands in for it.
     compactions = {it.seq for it in w.items if isinstance(it.data, Compaction)}
     assert all(e.summarised_by in compactions for e in r.entries if e.fate == "summarised")
+    # An instruction another followed directly never took effect: left out, reported dropped.
+    assert not o.superseded & set(by_seq)
+    assert all(e.fate == "dropped" for e in r.entries if e.seq in o.superseded)
     if strategy in ("lod_then_drop", "summary_aware"):
-        _downgrade_before_drop(events, w, o.pinned, o.groups)
+        _downgrade_before_drop(events, w, o.pinned, o.groups, o.superseded)
     else:
         assert r.downgraded == 0
 
 
 def _downgrade_before_drop(
-    events: list[EventData], w: Window, pinned: set[int], groups: dict[int, int]
+    events: list[EventData],
+    w: Window,
+    pinned: set[int],
+    groups: dict[int, int],
+    superseded: set[int],
 ) -> None:
     assert w.report is not None
-    dropped = [e.seq for e in w.report.entries if e.fate == "dropped"]
+    dropped = [e.seq for e in w.report.entries if e.fate == "dropped" and e.seq not in superseded]
     if not dropped:
         return
     oldest_drop = min(dropped)
@@ -129,6 +136,18 @@ def test_incremental_equals_from_scratch(
                 continue
             want = context_window(events[:n], "s", budget=budget, strategy=strategy, turns=2)
             assert got == want
+
+
+@SETTINGS
+@given(conversations())
+def test_full_tokens_is_the_window_with_no_budget(events: list[EventData]) -> None:
+    """What calibration compares with reported usage is what an unbudgeted window counts."""
+    b = WindowBuilder(budget=10**9, stream="s")
+    for event in events:
+        b.feed(event)
+        w = b.window()
+        assert w.report is not None
+        assert b.full_tokens() == w.report.tokens == window_tokens(w, COUNTER)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

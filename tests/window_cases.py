@@ -118,6 +118,8 @@ class Oracle:
     """Unit starts that must be kept."""
     newest_input: int
     system: str | None
+    superseded: set[int]
+    """Instructions another followed with nothing shown between: never in a window."""
 
 
 def oracle(events: list[EventData]) -> Oracle:
@@ -127,7 +129,15 @@ def oracle(events: list[EventData]) -> Oracle:
     answered: set[str] = set()
     last_input = last_io = last_entry = instruction = 0
     system = None
+    superseded: set[int] = set()
+    previous = 0  # the latest instruction, while nothing shown has followed it
     for seq, data in enumerate(events, 1):
+        if isinstance(data, SystemInstructionSet):
+            if previous:
+                superseded.add(previous)
+            previous = seq
+        elif isinstance(data, ModelInput | ModelOutput | ToolResults | Compaction):
+            previous = 0
         if isinstance(data, ModelInput):
             groups[seq] = seq
             last_input = last_io = last_entry = seq
@@ -152,4 +162,10 @@ def oracle(events: list[EventData]) -> Oracle:
             instruction = seq
             system = data.text
     pinned = {groups[s] for s in (last_input, last_io, last_entry, instruction) if s}
-    return Oracle(groups=groups, pinned=pinned, newest_input=last_input, system=system)
+    return Oracle(
+        groups=groups,
+        pinned=pinned,
+        newest_input=last_input,
+        system=system,
+        superseded=superseded,
+    )

@@ -142,12 +142,19 @@ TextCounter = Callable[[str], int]
 
 
 def variant(text: str, summary: str | None, gist: str | None, detail: Detail) -> str:
-    """The text shown at a Level of Detail: the requested variant, else the next longer one."""
-    if detail == "gist":
-        return gist if gist is not None else summary if summary is not None else text
-    if detail == "summary":
-        return summary if summary is not None else text
-    return text
+    """The text shown at a Level of Detail: the shortest of the text and its variants down to it.
+
+    A missing variant falls back to the next longer one; a variant longer (in characters) than
+    a longer level's text is never chosen over it, so a downgrade never grows a section.
+    """
+    if detail == "live":
+        return text
+    best = text
+    if summary is not None and len(summary) <= len(best):
+        best = summary
+    if detail == "gist" and gist is not None and len(gist) <= len(best):
+        best = gist
+    return best
 
 
 def _attachment(count: TextCounter, oh: Overheads, att: Attachment) -> int:
@@ -403,65 +410,6 @@ class EstimateCounter:
 # Calibration
 
 
-class _PromptTracker:
-    """Running count of what the model sees before each output, as events arrive.
-
-    A new system instruction or toolset replaces the previous one; a compaction replaces the
-    events of its range (already compacted ones included) by its summary. Clearing a range skips
-    what is already cleared, so nested compactions cost amortised O(1) per event.
-    """
-
-    def __init__(self, counter: TokenCounter) -> None:
-        self._counter = counter
-        self._counts: list[int] = [0]  # by seq, 1-based
-        self._next: list[int] = [1]  # next seq not yet cleared, for skipping cleared runs
-        self._body = 0
-        self._system = 0
-        self._tools = 0
-        self._widgets: dict[str, int] = {}
-
-    @property
-    def total(self) -> int:
-        return self._body + self._system + self._tools + sum(self._widgets.values())
-
-    def _find(self, seq: int) -> int:
-        root = seq
-        nxt = self._next
-        while root < len(nxt) and nxt[root] != root:
-            root = nxt[root]
-        while seq != root and seq < len(nxt):  # path compression
-            nxt[seq], seq = root, nxt[seq]
-        return root
-
-    def _clear(self, first: int, last: int) -> None:
-        seq = self._find(max(first, 1))
-        while seq <= min(last, len(self._counts) - 1):
-            self._body -= self._counts[seq]
-            self._counts[seq] = 0
-            self._next[seq] = seq + 1
-            seq = self._find(seq + 1)
-
-    def add(self, seq: int, data: EventData) -> None:
-        while len(self._counts) <= seq:
-            self._next.append(len(self._counts))
-            self._counts.append(0)
-        n = 0
-        match data:
-            case SystemInstructionSet():
-                self._system = self._counter.count_event(data)
-            case ToolsetDefined():
-                self._tools = self._counter.count_event(data)
-            case WidgetUpdated():
-                self._widgets[data.widget] = self._counter.count_event(data)
-            case Compaction():
-                self._clear(data.first_seq, data.last_seq)
-                n = self._counter.count_event(data)
-            case _:
-                n = self._counter.count_event(data)
-        self._counts[seq] = n
-        self._body += n
-
-
 def _seq_and_data(history: Iterable[RecordedEvent | EventData]) -> Iterable[tuple[int, EventData]]:
     for i, item in enumerate(history, 1):
         if isinstance(item, RecordedEvent):
@@ -475,19 +423,24 @@ def prompt_samples(
 ) -> Iterable[tuple[str, str, int, int]]:
     """(provider, model, reported prompt tokens, counted prompt tokens) for each usable output.
 
-    The counted prompt is everything before the output in the stream (latest system
-    instruction and toolset, compactions standing in for their range). Outputs without an
-    invocation or with no reported `prompt_tokens` are skipped. `prompt_tokens` is taken as the
-    whole prompt, cached tokens included (OpenAI's convention).
+    The counted prompt is what a window with no budget shows of everything before the output
+    (`WindowBuilder.full_tokens`: the current system instruction and toolset, compaction
+    summaries standing in for their ranges, the live screen), so a ratio learnt here scales
+    exactly what windows count. Outputs without an invocation or with no reported
+    `prompt_tokens` are skipped. `prompt_tokens` is taken as the whole prompt, cached tokens
+    included (OpenAI's convention).
     """
-    tracker = _PromptTracker(counter)
+    from eventlog.projections.window import WindowBuilder  # the window module imports this one
+
+    builder = WindowBuilder(budget=0, counter=counter, entries="window")
     for seq, data in _seq_and_data(history):
         if isinstance(data, ModelOutput) and data.invocation and data.usage:
-            counted = tracker.total
-            if data.usage.prompt_tokens > 0 and counted > 0:
+            reported = data.usage.prompt_tokens
+            counted = builder.full_tokens() if reported > 0 else 0
+            if counted > 0:
                 inv = data.invocation
-                yield inv.provider, inv.model, data.usage.prompt_tokens, counted
-        tracker.add(seq, data)
+                yield inv.provider, inv.model, reported, counted
+        builder.add(seq, data)
 
 
 def learn_calibrations(

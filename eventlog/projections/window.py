@@ -15,6 +15,8 @@ Rules (every strategy):
   `WindowTooSmallError` says by how much;
 - a model output and the results of its tool calls form one unit, kept or dropped together;
 - a compaction summary stands in for the units that start inside its range;
+- a system instruction followed directly by another (nothing shown between them) never took
+  effect: the later one supersedes it, and it is left out;
 - `lod_then_drop` and `summary_aware` downgrade older units Live -> Summary -> Gist, oldest
   first, before dropping anything; `summary_aware` (default) also drops compaction summaries
   only after every other unpinned unit;
@@ -55,6 +57,7 @@ from eventlog.projections.tokens import (
 from eventlog.projections.window_select import (
     EVERYTHING,
     STRATEGIES,
+    W_LIVE,
     ZERO,
     Fenwick,
     Plan,
@@ -95,6 +98,10 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def tokens(self) -> int:
         """The tokens a window may use."""
+        for name in ("context_window", "reserve", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 0):
+                raise UsageError(f"Budget {name} must be a non-negative int, got {value!r}")
         limits = []
         if self.context_window is not None:
             limits.append(self.context_window - self.reserve)
@@ -360,9 +367,9 @@ class WindowBuilder:
         stream: str = "",
     ) -> None:
         self.budget = budget
-        self.counter: TokenCounter = get_counter(counter) if isinstance(counter, str) else counter
+        self.counter: TokenCounter = _counter(counter, None)
         self.strategy = _check_strategy(strategy)
-        self.turns = turns
+        self.turns = _check_turns(turns)
         self.entries: Entries = _check_entries(entries)
         self.stream = stream
         self.seq = 0
@@ -375,6 +382,8 @@ class WindowBuilder:
         self._all: list[_Entry] = []
         self._inputs: list[int] = []  # seqs of inputs (turn starts)
         self._instruction: _Entry | None = None
+        self._instruction_last = False
+        """Whether the latest event shown is the current instruction (a next one supersedes it)."""
         self._system_tokens = 0
         self._tools: tuple[ToolSpec, ...] = ()
         self._tools_tokens = 0
@@ -474,10 +483,7 @@ class WindowBuilder:
 
     def add(self, seq: int, data: EventData) -> None:
         """Take the event at `seq` (seqs must increase)."""
-        if seq <= self.seq:
-            raise ValidationError(
-                f"events must be fed in seq order: got seq {seq} after {self.seq}", field="seq"
-            )
+        _check_fed(seq, data, self.seq)
         self.seq = seq
         counter = None if self._lazy else self.counter
         if isinstance(data, ModelInput):
@@ -498,19 +504,43 @@ class WindowBuilder:
             self._last_io = self._last_entry = entry
         elif isinstance(data, SystemInstructionSet):
             entry = _Entry(seq, "system_instruction", data, counter)
+            previous = self._instruction
+            if self._instruction_last and previous is not None and previous.unit is not None:
+                self._supersede(previous.unit)
             self._new_unit("instruction", entry)
             self._instruction = entry
             if counter is not None:
                 self._system_tokens = entry.costs[0]
+            self._instruction_last = True
+            return
         elif isinstance(data, ToolsetDefined):
             # Counted when fed even by a one-shot window: toolsets are few and always shown.
             self._tools = data.tools
             self._tools_tokens = self.counter.count_tools(data.tools)
+            return
         elif isinstance(data, WidgetUpdated):
             self._widgets[data.widget] = data.state
             self._set_screen(counter)
+            return
         elif isinstance(data, Compaction):
             self._compaction(seq, data)
+        else:
+            return  # never shown (checkpoints, skills, custom events)
+        self._instruction_last = False
+
+    def _supersede(self, unit: _Unit) -> None:
+        """Leave out an instruction that never took effect (another followed it directly).
+
+        Every renderer shows only the later one there (OpenAI Chat replaces the message, the
+        others keep the instruction in force when the conversation opens), so the window neither
+        shows nor counts it; its report row says dropped.
+        """
+        key = (unit.slot, unit.entries[0].seq)
+        i = bisect.bisect_left(self._active, key)
+        if i < len(self._active) and self._active[i] == key:
+            del self._active[i]
+        unit.active = False
+        self._sync(unit)
 
     def _set_screen(self, counter: TokenCounter | None) -> None:
         """The live screen: every widget's current view, in the order widgets first appeared."""
@@ -602,7 +632,7 @@ class WindowBuilder:
         tokens = budget_tokens(self.budget if budget is None else budget)
         strat = self.strategy if strategy is None else _check_strategy(strategy)
         mode = self.entries if entries is None else _check_entries(entries)
-        n_turns = self.turns if turns is None else turns
+        n_turns = self.turns if turns is None else _check_turns(turns)
         pinned = self._pin()
         self._settle(pinned)
         fixed_pinned = sum(u.costs[0] for u in pinned if u.kind != "instruction")
@@ -615,8 +645,6 @@ class WindowBuilder:
         cut = 0
         if strat == "sliding_window":
             n = DEFAULT_TURNS if n_turns is None else n_turns
-            if n < 1:
-                raise UsageError(f"turns must be >= 1, got {n}")
             if len(self._inputs) >= n:
                 cut = self._inputs[-n]
         p = self._plan(strat, tokens - fixed, cut)
@@ -625,6 +653,22 @@ class WindowBuilder:
 
     def _settle(self, pinned: list[_Unit]) -> None:
         """Count what every window needs before selecting (a builder has counted it when fed)."""
+
+    def full_tokens(self) -> int:
+        """Tokens of the window with no budget: all the model is shown of this history.
+
+        That is `window(budget=...).report.tokens` for any budget it fits (`summary_aware`,
+        compaction summaries standing in for their ranges), in O(1): calibration compares
+        it with the prompt tokens a provider reported (`eventlog.projections.tokens`).
+        """
+        if self._lazy:
+            raise UsageError("full_tokens() needs a WindowBuilder, not a one-shot window")
+        pinned = self._pin()
+        total = self._system_tokens + self._tools_tokens + self._fen.total(W_LIVE)
+        total += sum(u.costs[0] for u in pinned if u.kind != "instruction")
+        if self._screen and self._last_io is not None:
+            total += self._screen_tokens
+        return total
 
     def _plan(self, strat: Strategy, available: int, cut: int) -> Plan:
         """The strategy's cut, from the selection index (O(log n))."""
@@ -957,15 +1001,39 @@ def _check_strategy(strategy: str) -> Strategy:
     return strategy  # type: ignore[return-value]
 
 
+def _check_fed(seq: object, data: object, last: int) -> None:
+    """Refuse what `add` cannot take: a seq not after the last one, or no event payload."""
+    if type(seq) is not int:
+        raise ValidationError(f"must be an int, got {type(seq).__name__}", field="seq")
+    if not isinstance(data, EventData):
+        raise ValidationError(
+            f"must be an EventData payload, got {type(data).__name__}", field="data"
+        )
+    if seq <= last:
+        raise ValidationError(
+            f"events must be fed in seq order: got seq {seq} after {last}", field="seq"
+        )
+
+
+def _check_turns(turns: object) -> int | None:
+    if turns is not None and (type(turns) is not int or turns < 1):
+        raise UsageError(f"turns must be an int >= 1, got {turns!r}")
+    return turns
+
+
 def _check_entries(entries: str) -> Entries:
     if entries not in ("all", "window"):
         raise UsageError(f"entries must be 'all' or 'window', got {entries!r}")
     return entries  # type: ignore[return-value]
 
 
+def _check_at(at: object) -> None:
+    if at is not None and (type(at) is not int or at < 0):
+        raise ValidationError(f"must be an int >= 0, got {at!r}", field="at")
+
+
 def _read(store: Store, stream: str, at: int | None) -> list[RecordedEvent]:
-    if at is not None and at < 0:
-        raise ValidationError(f"must be >= 0, got {at}", field="at")
+    _check_at(at)
     if at == 0:
         store.stream_info(stream)
         return []
@@ -981,7 +1049,14 @@ def _read(store: Store, stream: str, at: int | None) -> list[RecordedEvent]:
 def _counter(
     counter: TokenCounter | str, history: Sequence[RecordedEvent | EventData] | None
 ) -> TokenCounter:
-    base = get_counter(counter) if isinstance(counter, str) else counter
+    if isinstance(counter, str):
+        base = get_counter(counter)
+    elif all(callable(getattr(counter, m, None)) for m in ("count_text", "count_event")):
+        base = counter
+    else:
+        raise UsageError(
+            f"counter must be a TokenCounter or a counter name, got {type(counter).__name__}"
+        )
     if history is None:
         return base
     return CalibratedCounter.from_history(base, history)
@@ -1036,11 +1111,14 @@ def context_window(
         return builder.window()
     events = list(source)
     if at is not None:
-        events = [
-            e
-            for i, e in enumerate(events, 1)
-            if (e.seq if isinstance(e, RecordedEvent) else i) <= at
-        ]
+        _check_at(at)
+        seqs = [e.seq if isinstance(e, RecordedEvent) else i for i, e in enumerate(events, 1)]
+        end = seqs[-1] if seqs else 0
+        if at > end:
+            raise ValidationError(
+                f"must be between 0 and {end} (the end of the events), got {at}", field="at"
+            )
+        events = [e for e, seq in zip(events, seqs, strict=True) if seq <= at]
     builder = _OneShot(
         budget=budget,
         counter=_counter(counter, events if calibrate else None),
