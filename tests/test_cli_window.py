@@ -100,3 +100,22 @@ def test_render_whole_history_and_at(url: str) -> None:
     assert orjson.loads(out)["messages"][-1] == {"role": "user", "content": "more"}
     code, _, err = run(url, "render", "conv", "--provider", "nope", "--model", "m")
     assert code == 2
+
+
+def test_render_sliding_window_turns_and_options_that_need_a_budget(url: str) -> None:
+    base = ("render", "conv", "--provider", "openai-chat", "--model", "m")
+
+    def user_messages(*extra: str) -> int:
+        code, out, err = run(url, *base, *extra)
+        assert code == 0, err
+        return sum(m["role"] == "user" for m in orjson.loads(out)["messages"])
+
+    assert user_messages() == 7  # 6 turns and the final question
+    assert user_messages("--strategy", "sliding_window", "--turns", "2") == 2
+    code, _, err = run(url, *base, "--turns", "2")
+    assert code == 2 and "--turns" in err and "sliding_window" in err
+    for extra in (("--counter", "o200k_base"), ("--calibrate",)):
+        code, out, err = run(url, *base, *extra)
+        assert code == 2 and extra[0] in err and "needs --budget" in err and out == ""
+    code, out, err = run(url, *base, "--budget", "100000", "--calibrate")
+    assert code == 0, err

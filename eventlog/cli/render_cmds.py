@@ -23,9 +23,21 @@ UNLIMITED = 1 << 62
 @click.option(
     "--at", type=click.IntRange(min=0, max=MAX_SEQ), default=None, help="Render as of this seq."
 )
-@click.option("--counter", type=click.Choice(COUNTER_NAMES), default="estimate", show_default=True)
+@click.option(
+    "--counter",
+    type=click.Choice(COUNTER_NAMES),
+    default="estimate",
+    show_default=True,
+    help="Token counter (with --budget).",
+)
+@click.option(
+    "--calibrate", is_flag=True, help="Scale counts by the stream's reported usage (with --budget)."
+)
 @click.option(
     "--strategy", type=click.Choice(STRATEGIES), default="summary_aware", show_default=True
+)
+@click.option(
+    "--turns", type=click.IntRange(min=1), default=None, help="sliding_window: turns kept."
 )
 @click.pass_context
 def render_cmd(
@@ -37,15 +49,33 @@ def render_cmd(
     max_tokens: int | None,
     at: int | None,
     counter: str,
+    calibrate: bool,
     strategy: str,
+    turns: int | None,
 ) -> None:
-    """Print the request body for STREAM's context window (whole history without --budget)."""
+    """Print the request body for STREAM's context window (whole history without --budget).
+
+    Without --budget nothing is counted, so --counter and --calibrate need one;
+    --strategy sliding_window still keeps only its last --turns turns (default 10).
+    """
+    if turns is not None and strategy != "sliding_window":
+        raise click.BadParameter(
+            f"applies to --strategy sliding_window, not {strategy}", param_hint="--turns"
+        )
+    if budget is None:
+        for name in ("counter", "calibrate"):
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+                raise click.BadParameter(
+                    "needs --budget (nothing is counted without one)", param_hint=f"--{name}"
+                )
     window = context_window(
         open_store(ctx),
         stream,
         budget=UNLIMITED if budget is None else budget,
         counter=counter,
+        calibrate=calibrate,
         strategy=strategy,
+        turns=turns,
         at=at,
         entries="window",
     )
