@@ -12,8 +12,17 @@ from typing import Any
 
 from eventlog.backends.base import Backend, Durability, ForkInfo, SearchHit, StreamInfo
 from eventlog.codec import Codec
+from eventlog.errors import UsageError
 from eventlog.events import Event, EventData, RecordedEvent
-from eventlog.store import ANY, MAX_SEQ, PAGE, ExpectedSeq, Store, VerifyReport
+from eventlog.store import (
+    ANY,
+    MAX_SEQ,
+    PAGE,
+    ExpectedSeq,
+    Store,
+    VerifyReport,
+    check_poll_interval,
+)
 
 
 class AsyncStore:
@@ -156,8 +165,15 @@ class AsyncStore:
 
         It runs until cancelled, or ends when the store is closed.
         """
+        try:
+            wait = (
+                self.sync.poll_interval
+                if poll_interval is None
+                else check_poll_interval(poll_interval)
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         sub = self.sync.subscribe(after)
-        wait = self.sync.poll_interval if poll_interval is None else poll_interval
         try:
             while not self.sync.closed:
                 for event in await asyncio.to_thread(sub.poll, wait):

@@ -15,7 +15,7 @@ from eventlog.backends.base import Backend, Durability
 from eventlog.codec import Codec
 from eventlog.compression import Compression
 from eventlog.errors import BackendUnavailableError, UsageError
-from eventlog.store import Store
+from eventlog.store import Store, check_poll_interval
 
 BACKENDS: dict[str, tuple[str, str]] = {
     "memory": ("eventlog.backends.memory:MemoryBackend", ""),
@@ -178,6 +178,8 @@ def _check_store_options(url: str, fmt: str, opts: dict[str, Any]) -> None:
         )
         if opts.get("max_event_bytes") is not None:
             Codec(fmt, max_event_bytes=opts["max_event_bytes"])  # type: ignore[arg-type]
+        if "poll_interval" in opts:
+            check_poll_interval(opts["poll_interval"])
     except (ValueError, TypeError) as exc:
         raise UsageError(f"bad store option in {url!r}: {exc}") from exc
 

@@ -7,6 +7,7 @@ behaves the same.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -130,7 +131,7 @@ class Store:
             else Codec(backend.format, max_event_bytes=max_event_bytes, compression=packer)
         )
         self.durability = _durability(durability)
-        self.poll_interval = poll_interval
+        self.poll_interval = check_poll_interval(poll_interval)
         self._closed = False
         self._forked = False
         _open_stores.add(self)
@@ -899,6 +900,16 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_poll_interval(value: object) -> float:
+    """A subscription's poll interval: a positive, finite number of seconds (else ValueError).
+
+    Zero or less would make every waiting subscriber spin a CPU core.
+    """
+    if type(value) not in (int, float) or not 0 < value < math.inf:  # type: ignore[operator]
+        raise ValueError(f"poll_interval must be a positive number of seconds, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
 
 
 def _check_expected(expected: object) -> None:
