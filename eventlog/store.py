@@ -25,6 +25,7 @@ from eventlog.backends.base import (
     ForkInfo,
     Record,
     SearchHit,
+    Segment,
     StreamInfo,
 )
 from eventlog.codec import (
@@ -102,9 +103,6 @@ class VerifyReport(msgspec.Struct, frozen=True):
     def ok(self) -> bool:
         """True when no problem was found."""
         return not self.problems
-
-
-Segment = tuple[str, int, int | None]
 
 
 class Store:
@@ -629,17 +627,24 @@ class Store:
     def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
         """Full-text search over event text, best match first (backends with an index).
 
-        With `stream`, only that stream's own events; StreamNotFoundError if it does not exist.
+        With `stream`, the events `read(stream)` gives: a fork's own events and the prefix it
+        shares with its parent (hits name the stream that stored them). StreamNotFoundError if
+        it does not exist.
         """
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("cannot be empty", field="query")
+        if "\x00" in query:  # FTS5 would read the query only up to it
+            raise ValidationError("cannot contain a NUL character", field="query")
         _check_int(limit, "limit", 1)
-        if stream is not None and not self.exists(stream):
-            raise StreamNotFoundError(stream)
-        return self._backend.search(query, stream=stream, limit=limit)
+        segments = None
+        if stream is not None:
+            if not self.exists(stream):
+                raise StreamNotFoundError(stream)
+            segments = self._segments(stream)
+        return self._backend.search(query, segments=segments, limit=limit)
 
     # -- subscriptions ---------------------------------------------------------------------
 

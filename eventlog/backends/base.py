@@ -32,6 +32,10 @@ STORED_VALUE_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, TypeError)
 """`DECODE_ERRORS`, and the TypeError of a value stored as another type (text in a blob)."""
 
 
+Segment = tuple[str, int, int | None]
+"""Where some of a stream's seqs live: (origin stream, first seq, last seq or None)."""
+
+
 class Durability(enum.StrEnum):
     """How hard a commit is pushed to disk before append returns."""
 
@@ -341,8 +345,13 @@ class Backend(ABC):
     def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
         """Seqs of the stored snapshots of one projection version on a stream, ascending."""
 
-    def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
-        """Full-text search over event text; backends without an index raise UsageError."""
+    def search(
+        self, query: str, *, segments: Sequence[Segment] | None = None, limit: int = 50
+    ) -> list[SearchHit]:
+        """Full-text search over event text, within `segments` or store-wide.
+
+        Backends without an index raise UsageError.
+        """
         from eventlog.errors import UsageError
 
         raise UsageError(f"full-text search is not supported by {type(self).__name__}")

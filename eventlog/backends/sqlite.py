@@ -24,6 +24,7 @@ from eventlog.backends.base import (
     ForkInfo,
     Record,
     SearchHit,
+    Segment,
     StreamInfo,
     seconds_option,
 )
@@ -67,8 +68,8 @@ _SEARCH = f"""
 SELECT e.stream, e.seq, e.id, e.position,
     snippet({FTS_TABLE}, 0, '[', ']', '…', 16), bm25({FTS_TABLE})
 FROM {FTS_TABLE} JOIN events e ON e.position = {FTS_TABLE}.rowid
-WHERE {FTS_TABLE} MATCH ?1 AND (?2 IS NULL OR e.stream = ?2)
-ORDER BY bm25({FTS_TABLE}), e.position DESC LIMIT ?3
+WHERE {FTS_TABLE} MATCH ? AND {{within}}
+ORDER BY bm25({FTS_TABLE}), e.position DESC LIMIT ?
 """
 _ID_CHUNK = 500
 """Ids per `IN (...)` query (SQLite's default limit on parameters is 32766; keep them short)."""
@@ -82,6 +83,21 @@ _FALSE = {"off", "false", "0", "no"}
 
 # -- error translation: the one place sqlite3 errors become eventlog errors -------------------
 
+_QUOTED_QUERY = 200
+"""Characters of a refused search query quoted in its error."""
+
+
+def _bad_query(query: str | None, message: str) -> str:
+    """A refused FTS5 query's error: the query (shortened), SQLite's reason, and the usual fix."""
+    shown = repr(query if query is None or len(query) <= _QUOTED_QUERY else query[:_QUOTED_QUERY])
+    if query is not None and len(query) > _QUOTED_QUERY:
+        shown += f"... ({len(query):,} characters)"
+    return (
+        f"{shown} is not a valid search query: {message} (FTS5 syntax: put words with "
+        'punctuation such as - . : \' in double quotes, e.g. "setup.py")'
+    )
+
+
 Build = Callable[[str, str, "str | None"], BaseException]
 
 ERROR_RULES: tuple[tuple[str, str, bool, Build], ...] = (
@@ -94,7 +110,7 @@ ERROR_RULES: tuple[tuple[str, str, bool, Build], ...] = (
         "SQLITE_ERROR",
         "",
         True,
-        lambda m, loc, q: ValidationError(f"{q!r} is not a valid search query: {m}", field="query"),
+        lambda m, loc, q: ValidationError(_bad_query(q, m), field="query"),
     ),
     (
         "SQLITE_BUSY",
@@ -510,13 +526,27 @@ class SQLiteBackend(Backend):
 
     # -- search ----------------------------------------------------------------------------
 
-    def search(self, query: str, *, stream: str | None = None, limit: int = 50) -> list[SearchHit]:
-        """FTS5 query over event text, best match (bm25) first; per stream or store-wide."""
+    def search(
+        self, query: str, *, segments: Sequence[Segment] | None = None, limit: int = 50
+    ) -> list[SearchHit]:
+        """FTS5 query over event text, best match (bm25) first; within `segments` or store-wide."""
         if not self.search_enabled:
             raise UsageError(
                 f"{self.location} has no full-text index: create the store with ?search=on"
             )
-        rows = self._query(_SEARCH, (query, stream, limit), search=query)
+        params: list[object] = [query]
+        if segments is None:
+            within = "1"
+        else:  # a stream, a fork with the prefixes it inherits from its ancestors
+            within = " OR ".join(
+                "(e.stream = ? AND e.seq >= ?" + (" AND e.seq <= ?)" if hi is not None else ")")
+                for _, _, hi in segments
+            )
+            for origin, lo, hi in segments:
+                params += [origin, lo] if hi is None else [origin, lo, hi]
+        params.append(limit)
+        sql = _SEARCH.format(within=f"({within})")
+        rows = self._query(sql, params, search=query)
         return [SearchHit(s, q, i, p, snip or "", float(rank)) for s, q, i, p, snip, rank in rows]
 
     # -- lifecycle -------------------------------------------------------------------------

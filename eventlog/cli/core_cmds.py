@@ -187,7 +187,11 @@ def _bytes(n: int) -> str:
 
 @cli.command("search")
 @click.argument("query")
-@click.option("--stream", default=None, help="Search one stream only.")
+@click.option(
+    "--stream",
+    default=None,
+    help="Search one stream (a fork with the prefix it shares with its parent).",
+)
 @click.option("--limit", default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context

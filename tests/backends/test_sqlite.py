@@ -760,6 +760,38 @@ def test_search_finds_events_per_stream_and_store_wide(tmp_path: Path) -> None:
         assert store.search("elephant") == []
 
 
+def test_search_of_a_fork_covers_what_reading_it_gives(tmp_path: Path) -> None:
+    """A fork's search includes the prefix it shares with its ancestors, as `read` does."""
+    with el.open(url_for(tmp_path / "f.db", search="on")) as store:
+        store.append("chat", [el.ModelInput.from_text(f"build step {i}") for i in range(1, 5)])
+        store.fork("chat", "retry", 2)
+        store.append("retry", [el.ModelInput.from_text("build again")])
+        store.fork("retry", "retry2", 1)
+        store.append("retry2", [el.ModelInput.from_text("build once more")])
+
+        def found(stream: str) -> list[tuple[str, int]]:
+            return sorted((h.stream, h.seq) for h in store.search("build", stream=stream))
+
+        assert found("chat") == [("chat", 1), ("chat", 2), ("chat", 3), ("chat", 4)]
+        assert found("retry") == [("chat", 1), ("chat", 2), ("retry", 3)]
+        assert found("retry2") == [("chat", 1), ("retry2", 2)]
+        assert [(e.stream, e.seq) for e in store.read("retry2")] == found("retry2")
+        assert len(store.search("build")) == 6
+
+
+def test_search_queries_that_fts5_would_misread_or_refuse(tmp_path: Path) -> None:
+    with el.open(url_for(tmp_path / "q.db", search="on")) as store:
+        store.append("a", [el.ModelInput.from_text("alpha beta: setup.py fails")])
+        with pytest.raises(el.ValidationError, match="NUL"):
+            store.search("alpha\x00zzz")  # FTS5 would have searched "alpha" alone
+        with pytest.raises(el.ValidationError, match='in double quotes, e.g. "setup.py"'):
+            store.search("setup.py")
+        assert [h.seq for h in store.search('"setup.py"')] == [1]
+        with pytest.raises(el.ValidationError) as err:
+            store.search("x-" * 100_000)
+        assert len(str(err.value)) < 600 and "(200,000 characters)" in str(err.value)
+
+
 def test_search_is_chosen_at_creation(tmp_path: Path) -> None:
     path = tmp_path / "plain.db"
     with el.open(url_for(path)) as store:
