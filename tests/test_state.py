@@ -354,3 +354,16 @@ def test_a_log_being_iterated_never_shows_items_appended_after_it() -> None:
             seen += list(it)
             assert seen == list(range(n)), n
             assert list(newer) == [*range(n), 100, 101]
+
+
+@pytest.mark.parametrize("end", [-3, 5, True, "1"])
+def test_restore_checks_its_seq_as_state_does(store: el.Store, end: object) -> None:
+    store.append("a", [el.ModelInput.from_text("hi"), el.ModelInput.from_text("again")])
+    runner = Runner(store, ConversationProjection())
+    with pytest.raises(el.ValidationError, match="between 0 and 2"):
+        runner.restore("a", end)  # type: ignore[arg-type]
+    with pytest.raises(el.ValidationError, match="between 0 and 2"):
+        runner.state("a", end)  # type: ignore[arg-type]
+    with pytest.raises(el.StreamNotFoundError):
+        runner.restore("missing", 1)
+    assert runner.restore("a", 2) == (ConversationProjection().initial(), 0)

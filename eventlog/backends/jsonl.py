@@ -1450,13 +1450,10 @@ class JSONLBackend(Backend):
         """The newest snapshot file at or below max_seq."""
         folder = self._snap_dir(stream)
         prefix = self._snap_prefix(name, version)
-        try:
-            names = os.listdir(folder)
-        except FileNotFoundError:
-            return None
-        seqs = [int(n[len(prefix) :]) for n in names if n.startswith(prefix)]
-        seqs = [s for s in seqs if max_seq is None or s <= max_seq]
-        for seq in sorted(seqs, reverse=True):
+        seqs = [
+            s for s in self.snapshot_seqs(stream, name, version) if max_seq is None or s <= max_seq
+        ]
+        for seq in reversed(seqs):
             try:
                 return seq, (folder / f"{prefix}{seq}").read_bytes()
             except FileNotFoundError:
@@ -1469,17 +1466,18 @@ class JSONLBackend(Backend):
         path.unlink(missing_ok=True)
 
     def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
-        """Seqs of the snapshot files, ascending."""
+        """Seqs of the snapshot files, ascending.
+
+        Other files in the folder (an editor's or a backup's copy, `...v1.12.bak`) are not
+        snapshots: only a name ending in a seq written as `save_snapshot` writes it counts.
+        """
         prefix = self._snap_prefix(name, version)
         try:
             names = os.listdir(self._snap_dir(stream))
         except FileNotFoundError:
             return []
-        return sorted(
-            int(n[len(prefix) :])
-            for n in names
-            if n.startswith(prefix) and n[len(prefix) :].isdigit()
-        )
+        tails = (n[len(prefix) :] for n in names if n.startswith(prefix))
+        return sorted(int(t) for t in tails if t.isascii() and t.isdigit() and str(int(t)) == t)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

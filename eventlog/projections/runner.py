@@ -127,7 +127,7 @@ class Runner(Generic[S]):
         last = self.store.stream_info(stream).last_seq
         if at is None:
             return last
-        if not 0 <= at <= last:
+        if type(at) is not int or not 0 <= at <= last:
             raise ValidationError(
                 f"must be between 0 and {last} (the end of {stream!r}), got {at}", field="at"
             )
@@ -146,13 +146,13 @@ class Runner(Generic[S]):
         end = self.end(stream, at)
         if not snapshots:
             return self._fold(stream, self.projection.initial(), 0, end)
-        state, base = self.restore(stream, end)
+        state, base = self._restore(stream, end)
         return self._advance(stream, state, base, end)
 
     def save_snapshot(self, stream: str, at: int | None = None) -> int:
         """Compute the state at `at` (default: the end) and store a snapshot of it; its seq."""
         end = self.end(stream, at)
-        state, base = self.restore(stream, end)
+        state, base = self._restore(stream, end)
         state = self._fold(stream, state, base, end)
         if end > 0:
             self._save(stream, end, state)
@@ -217,7 +217,14 @@ class Runner(Generic[S]):
         return limits
 
     def restore(self, stream: str, end: int) -> tuple[S, int]:
-        """(state, seq) from the newest usable snapshot at or below `end`, else (initial, 0)."""
+        """(state, seq) from the newest usable snapshot at or below `end`, else (initial, 0).
+
+        `end` is a seq of the stream, as `at` is for `state` (ValidationError otherwise;
+        StreamNotFoundError for a stream that does not exist).
+        """
+        return self._restore(stream, self.end(stream, end))
+
+    def _restore(self, stream: str, end: int) -> tuple[S, int]:
         proj = self.projection
         backend = self.store.backend
         limits = self._candidates(stream, end) if end > 0 else {}

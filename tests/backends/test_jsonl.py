@@ -1195,3 +1195,21 @@ def test_short_vectored_writes_are_finished(
     finally:
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"head:" + expected
+
+
+def test_other_files_among_the_snapshots_are_not_snapshots(root: Path) -> None:
+    """A backup or editor copy beside a snapshot file once broke every state query."""
+    from eventlog.projections import ConversationProjection, Runner
+
+    with _open(root) as store:
+        store.append("a", [el.ModelInput.from_text(f"t{i}") for i in range(3)])
+        runner = Runner(store, ConversationProjection(), snapshot_every=2)
+        runner.state("a")
+        backend = _backend(store)
+        folder = backend._snap_dir("a")
+        (saved,) = os.listdir(folder)
+        prefix = saved[: -len("2")]
+        for junk in (saved + ".bak", prefix + "²", prefix + "02", prefix + "x"):
+            (folder / junk).write_bytes(b"not a snapshot")
+        assert backend.snapshot_seqs("a", "conversation", 1) == [2]
+        assert runner.state("a").seq == 3
