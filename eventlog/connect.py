@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
@@ -75,7 +76,27 @@ def _split(url: str) -> tuple[str, str, dict[str, str], dict[str, Any]]:
         if key in _STORE_OPTIONS:
             store_opts[key] = _option_value(url, key, query.pop(key))
     path = parts.netloc + parts.path
+    if scheme in _DIRECTORY_SCHEMES:
+        path = _directory(url, path)
     return scheme, path, query, store_opts
+
+
+_DIRECTORY_SCHEMES = {"jsonl", "lmdb"}
+
+
+def _directory(url: str, path: str) -> str:
+    """A directory store's path: `~/dir` is in the home directory, as for `sqlite:///~/x.db`.
+
+    `jsonl:///~/dir` would be a directory named `~` at the root of the file system: refused as
+    the slip it almost always is.
+    """
+    if path == "/~" or path.startswith("/~/"):
+        scheme = url.split(":", 1)[0]
+        raise UsageError(
+            f"{url!r} names a directory '~' at the root of the file system; for the home "
+            f"directory write {scheme}://~/{path[3:]}"
+        )
+    return os.path.expanduser(path) if path.startswith("~") else path
 
 
 def _option_value(url: str, key: str, value: str) -> Any:

@@ -140,3 +140,20 @@ def test_async_subscribe_checks_its_poll_interval() -> None:
 
     with pytest.raises(el.UsageError, match="poll_interval must be a positive number"):
         asyncio.run(first())
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "lmdb"])
+def test_a_directory_store_under_home_is_written_as_for_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """`~` is the home directory; `///~/x` (a '~' at the root of the file system) is refused."""
+    pytest.importorskip("lmdb")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with el.open(f"{scheme}://~/events") as store:
+        store.append("s", [el.ModelInput.from_text("hi")])
+    assert (tmp_path / "events").is_dir() and not (tmp_path / "~").exists()
+    with el.open(f"{scheme}://~/events") as store:
+        assert store.stream_info("s").last_seq == 1
+    with pytest.raises(el.UsageError, match=f"for the home directory write {scheme}://~/x"):
+        el.open(f"{scheme}:///~/x")
