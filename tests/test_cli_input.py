@@ -60,6 +60,10 @@ CHECKPOINT = '{"type": "checkpoint", "data": {"label": "a"}}'
         (["", CHECKPOINT, "  ", '{"type": "checkpoint", "data": {}}'], "line 4: Object missing"),
         (["{not json"], "line 1: not JSON"),
         (['{"type": "no_such_type", "data": {}}'], "unknown event type 'no_such_type'"),
+        (
+            ['{"type": "checkpoint", "data": {"type": "custom", "label": "a"}}'],
+            "\"data\" says type 'custom' but the line says 'checkpoint'",
+        ),
     ],
 )
 def test_append_refuses_a_line_that_is_not_an_event(
@@ -142,6 +146,19 @@ def test_an_export_the_target_refuses_creates_no_store(tmp_path: Path) -> None:
     assert not target.exists()
     code, _, err = run(source, "export", "memory://")
     assert code == 1 and "memory:// is gone when this command ends" in one_line(err)
+
+
+@pytest.mark.parametrize(
+    "args", [["streams"], ["verify"], ["stats"], ["log", "s"], ["export", "jsonl://out"]]
+)
+def test_a_read_of_a_memory_store_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """A memory store is empty in every command: reading it would report on nothing."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("memory://", *args)
+    assert code == 1 and "memory:// is empty in every command" in one_line(err) and out == ""
+    assert list(tmp_path.iterdir()) == []  # export made no empty target
 
 
 def test_a_read_with_the_wrong_scheme_names_the_store_there(tmp_path: Path) -> None:

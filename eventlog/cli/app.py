@@ -86,6 +86,11 @@ def open_store(
     nothing.
     """
     url = store_url(ctx)
+    if not create and url.split("://", 1)[0].lower() == "memory":
+        raise UsageError(
+            f"{url} is empty in every command (a memory store lives in one process): "
+            "nothing to read; point --store at a file store"
+        )
     exists = store_exists(url)
     if not create and not exists:
         other = other_store_at(url)

@@ -237,6 +237,10 @@ def _parse_event(line: str, where: str) -> Event:
     if not isinstance(data, dict):
         kind = "null" if data is None else type(data).__name__
         raise ValidationError(f'{where}: "data" must be a JSON object, got {kind}')
+    if "type" in data and data["type"] != doc["type"]:
+        raise ValidationError(
+            f'{where}: "data" says type {data["type"]!r} but the line says {doc["type"]!r}'
+        )
     extra_fields = sorted(set(data) - {"type", *cls.__struct_encode_fields__})
     if extra_fields:
         raise ValidationError(
