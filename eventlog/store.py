@@ -908,13 +908,19 @@ class Store:
 
 
 def check_poll_interval(value: object) -> float:
-    """A subscription's poll interval: a positive, finite number of seconds (else ValueError).
+    """A subscription's poll interval: a positive, finite number of seconds (else ValidationError).
 
     Zero or less would make every waiting subscriber spin a CPU core.
     """
-    if type(value) not in (int, float) or not 0 < value < math.inf:  # type: ignore[operator]
-        raise ValueError(f"poll_interval must be a positive number of seconds, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    try:
+        seconds = float(value) if type(value) in (int, float) else math.nan  # type: ignore[arg-type]
+    except OverflowError:
+        seconds = math.inf
+    if not 0 < seconds < math.inf:
+        raise ValidationError(
+            f"must be a positive number of seconds, got {value!r}", field="poll_interval"
+        )
+    return seconds
 
 
 def _check_expected(expected: object) -> None:

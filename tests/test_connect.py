@@ -95,8 +95,8 @@ def test_a_directory_of_other_files_does_not_become_a_store(tmp_path: Path, sche
         ("compression=gzip", "compression must be"),
         ("max_event_bytes=0", "max_event_bytes must be a positive integer, got 0"),
         ("max_event_bytes=-5", "max_event_bytes must be a positive integer, got -5"),
-        ("poll_interval=0", "poll_interval must be a positive number of seconds, got 0.0"),
-        ("poll_interval=-1", "poll_interval must be a positive number of seconds, got -1.0"),
+        ("poll_interval=0", "poll_interval.: must be a positive number of seconds, got 0"),
+        ("poll_interval=-1", "poll_interval.: must be a positive number of seconds, got -1"),
     ],
 )
 @pytest.mark.parametrize("scheme", ["sqlite", "jsonl", "lmdb"])
@@ -126,10 +126,10 @@ def test_keyword_options_are_checked_as_strictly_as_the_url() -> None:
             store.read("missing", 5, 2)  # an empty range of a stream that does not exist
 
 
-@pytest.mark.parametrize("value", [0, -0.5, True, "0.1", float("nan"), float("inf")])
+@pytest.mark.parametrize("value", [0, -0.5, True, "0.1", float("nan"), float("inf"), 10**400])
 def test_a_poll_interval_that_would_spin_or_never_wake_is_refused(value: object) -> None:
     """Zero or less made every waiting subscriber spin a CPU core."""
-    with pytest.raises(el.UsageError, match="poll_interval must be a positive number"):
+    with pytest.raises(el.UsageError, match="poll_interval.: must be a positive number"):
         el.open("memory://", poll_interval=value)
 
 
@@ -138,7 +138,7 @@ def test_async_subscribe_checks_its_poll_interval() -> None:
         async with el.open_async("memory://") as store:
             await anext(aiter(store.subscribe(poll_interval=0)))
 
-    with pytest.raises(el.UsageError, match="poll_interval must be a positive number"):
+    with pytest.raises(el.UsageError, match="poll_interval.: must be a positive number"):
         asyncio.run(first())
 
 

@@ -650,3 +650,41 @@ def test_calibrated_counter_rejects_nonsense_ratio() -> None:
     cal = Calibration(provider="p", model="m", base="estimate", ratio=0.0, samples=1)
     with pytest.raises(UsageError, match="positive"):
         CalibratedCounter(EstimateCounter(), cal)
+
+
+def test_calibration_numbers_bare_payloads_after_the_events_before_them() -> None:
+    """A tail of a stream (seqs from 5) with a new bare input, as a window numbers it."""
+    with el.open("memory://") as store:
+        for i in range(5):
+            usage = el.Usage(prompt_tokens=30 + 25 * i)
+            store.append(
+                "c",
+                [
+                    _input(f"q{i} " + "w " * 20),
+                    el.ModelOutput(parts=(el.TextPart(text="a"),), invocation=GPT, usage=usage),
+                ],
+            )
+        events = [*store.read("c", 5), _input("next question")]
+    w = context_window(events, budget=10_000, calibrate=True)
+    assert w.report is not None and w.report.calibration is not None
+    assert [it.seq for it in w.items][-1] == 11
+
+
+class _Tally(EstimateCounter):
+    """An estimate that counts its text counts."""
+
+    calls = 0
+
+    def count_text(self, text: str) -> int:
+        _Tally.calls += 1
+        return super().count_text(text)
+
+
+def test_calibration_counts_the_live_screen_per_output_not_per_widget_update() -> None:
+    events: list[el.EventData] = [_input("q")]
+    events += [el.WidgetUpdated(widget=f"w{i % 50}", state=f"state {i}") for i in range(2000)]
+    usage = el.Usage(prompt_tokens=100)
+    events.append(el.ModelOutput(parts=(el.TextPart(text="a"),), invocation=GPT, usage=usage))
+    _Tally.calls = 0
+    learn_calibrations(events, _Tally())
+    assert _Tally.calls < 10  # was one count of the whole screen per update

@@ -132,6 +132,8 @@ def test_sliding_window_keeps_the_last_n_turns() -> None:
         ({"budget": Budget(context_window=100, reserve=-50)}, UsageError, "reserve"),
         ({"budget": Budget(context_window=-1)}, UsageError, "context_window"),
         ({"budget": Budget(max_tokens=1.5)}, UsageError, "max_tokens"),
+        ({"budget": Budget(context_window=100, reserve=None)}, UsageError, "reserve"),  # type: ignore[arg-type]
+        ({"counter": object()}, UsageError, "counter must be"),
         ({"turns": "3", "strategy": "sliding_window"}, UsageError, "turns"),
         ({"turns": True}, UsageError, "turns"),
         ({"counter": None}, UsageError, "counter must be"),
@@ -198,6 +200,18 @@ def test_each_section_keeps_its_text_when_its_variant_is_longer() -> None:
     assert first.level == "summary" and isinstance(first.data, ModelInput)
     assert [sec.text for sec in first.data.sections] == ["short A", "ok"]
     assert w.report is not None and w.report.tokens == window_tokens(w, EST)
+
+
+def test_a_level_that_changes_no_text_is_not_a_downgrade() -> None:
+    """An input whose only summary is longer than its text stays Live (docs/windows.md)."""
+    wordy = ModelInput(sections=(Section(text="ok", summary="a much longer summary of ok " * 5),))
+    long = ModelInput(sections=(Section(text="long text " * 60, summary="short"),))
+    events: list[EventData] = [wordy, ModelOutput(parts=(TextPart(text="a"),)), long]
+    events += [ModelOutput(parts=(TextPart(text="b"),)), ModelInput.from_text("final")]
+    full = context_window(events, budget=10**6).report
+    assert full is not None
+    w = context_window(events, budget=full.tokens - 20, strategy="lod_then_drop")
+    assert fates(w)[1] == ("kept", "live") and fates(w)[3] == ("downgraded", "summary")
 
 
 def test_summary_aware_drops_compaction_summaries_last() -> None:

@@ -71,6 +71,8 @@ FROM {FTS_TABLE} JOIN events e ON e.position = {FTS_TABLE}.rowid
 WHERE {FTS_TABLE} MATCH ? AND {{within}}
 ORDER BY bm25({FTS_TABLE}), e.position DESC LIMIT ?
 """
+_SEGMENTS_PER_QUERY = 200
+"""Fork segments searched in one query (each is one OR'd clause; SQLite's depth limit is 1000)."""
 _ID_CHUNK = 500
 """Ids per `IN (...)` query (SQLite's default limit on parameters is 32766; keep them short)."""
 _OPTIONS = {"search", "busy_timeout", "check"}
@@ -534,20 +536,29 @@ class SQLiteBackend(Backend):
             raise UsageError(
                 f"{self.location} has no full-text index: create the store with ?search=on"
             )
-        params: list[object] = [query]
         if segments is None:
-            within = "1"
-        else:  # a stream, a fork with the prefixes it inherits from its ancestors
-            within = " OR ".join(
-                "(e.stream = ? AND e.seq >= ?" + (" AND e.seq <= ?)" if hi is not None else ")")
-                for _, _, hi in segments
-            )
-            for origin, lo, hi in segments:
-                params += [origin, lo] if hi is None else [origin, lo, hi]
-        params.append(limit)
-        sql = _SEARCH.format(within=f"({within})")
-        rows = self._query(sql, params, search=query)
+            rows = self._query(_SEARCH.format(within="1"), (query, limit), search=query)
+        else:
+            # One clause per segment; SQLite caps an expression's depth at 1000, so a fork
+            # with a long ancestry is searched a slice of segments at a time, then merged.
+            # bm25 rates a row against the whole index, whatever the filter: ranks compare.
+            rows = []
+            for i in range(0, len(segments), _SEGMENTS_PER_QUERY):
+                rows += self._search_within(query, segments[i : i + _SEGMENTS_PER_QUERY], limit)
+            if len(segments) > _SEGMENTS_PER_QUERY:
+                rows = sorted(rows, key=lambda r: (r[5], -r[3]))[:limit]
         return [SearchHit(s, q, i, p, snip or "", float(rank)) for s, q, i, p, snip, rank in rows]
+
+    def _search_within(self, query: str, segments: Sequence[Segment], limit: int) -> list[Any]:
+        within = " OR ".join(
+            "(e.stream = ? AND e.seq >= ?" + (" AND e.seq <= ?)" if hi is not None else ")")
+            for _, _, hi in segments
+        )
+        params: list[object] = [query]
+        for origin, lo, hi in segments:
+            params += [origin, lo] if hi is None else [origin, lo, hi]
+        params.append(limit)
+        return self._query(_SEARCH.format(within=f"({within})"), params, search=query)
 
     # -- lifecycle -------------------------------------------------------------------------
 

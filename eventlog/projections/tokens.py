@@ -411,11 +411,15 @@ class EstimateCounter:
 
 
 def _seq_and_data(history: Iterable[RecordedEvent | EventData]) -> Iterable[tuple[int, EventData]]:
-    for i, item in enumerate(history, 1):
+    """Each event with its seq: a bare payload takes the previous event's seq + 1 (as `extend`)."""
+    seq = 0
+    for item in history:
         if isinstance(item, RecordedEvent):
-            yield item.seq, item.data
+            seq = item.seq
+            yield seq, item.data
         else:
-            yield i, item
+            seq += 1
+            yield seq, item
 
 
 def prompt_samples(

@@ -100,7 +100,7 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
         """The tokens a window may use."""
         for name in ("context_window", "reserve", "max_tokens"):
             value = getattr(self, name)
-            if value is not None and (type(value) is not int or value < 0):
+            if (value is not None or name == "reserve") and (type(value) is not int or value < 0):
                 raise UsageError(f"Budget {name} must be a non-negative int, got {value!r}")
         limits = []
         if self.context_window is not None:
@@ -182,15 +182,20 @@ class _Entry:
         data = self.data
         eff: list[Level] = ["live", "live", "live"]
         summary = live
-        s = counter.count_event(data, "summary")
-        if s <= live:
-            summary, eff[1] = s, "summary"
-        g = counter.count_event(data, "gist")
-        if g <= summary:
-            gist, eff[2] = g, "gist"
-        else:
+        # A level that shows the same texts as the one above it changes nothing: not a downgrade.
+        live_texts = _shown_texts(data, "live")
+        summary_texts = _shown_texts(data, "summary")
+        if summary_texts != live_texts:
+            s = counter.count_event(data, "summary")
+            if s <= live:
+                summary, eff[1] = s, "summary"
+        shown = summary_texts if eff[1] == "summary" else live_texts
+        gist, eff[2] = summary, eff[1]
+        if _shown_texts(data, "gist") != shown:
+            g = counter.count_event(data, "gist")
             # A Gist longer than the Summary: the gist level shows (and costs) the Summary.
-            gist, eff[2] = summary, eff[1]
+            if g <= summary:
+                gist, eff[2] = g, "gist"
         self.costs = (live, summary, gist)
         self.eff = (eff[0], eff[1], eff[2])
         self.counted = True
@@ -208,6 +213,15 @@ class _Entry:
         if found is None:
             found = variants[eff] = _downgrade(self.data, eff)
         return found
+
+
+def _shown_texts(data: ItemData, level: Level) -> tuple[str, ...]:
+    """The texts an input's sections or a result's contents show at `level`."""
+    if isinstance(data, ModelInput):
+        return tuple(variant(s.text, s.summary, s.gist, level) for s in data.sections)
+    if isinstance(data, ToolResults):
+        return tuple(variant(r.content, r.summary, r.gist, level) for r in data.results)
+    return ()
 
 
 def _has_variants(data: ItemData) -> bool:
@@ -390,6 +404,8 @@ class WindowBuilder:
         self._widgets: dict[str, str] = {}
         self._screen: tuple[tuple[str, str], ...] = ()
         self._screen_tokens = 0
+        self._screen_counted = True
+        """Whether `_screen_tokens` counts the current screen (widgets change it when fed)."""
         self._last_input: _Entry | None = None
         self._last_io: _Entry | None = None
         self._last_entry: _Entry | None = None
@@ -449,7 +465,7 @@ class WindowBuilder:
             builder.add(seq, data)
         if len(state.widgets) > 1:  # fed by latest update: put back the state's (first) order
             builder._widgets = {w.widget: builder._widgets[w.widget] for w in state.widgets}
-            builder._set_screen(None if builder._lazy else builder.counter)
+            builder._set_screen()
         builder.seq = state.seq
         return builder
 
@@ -520,7 +536,7 @@ class WindowBuilder:
             return
         elif isinstance(data, WidgetUpdated):
             self._widgets[data.widget] = data.state
-            self._set_screen(counter)
+            self._set_screen()
             return
         elif isinstance(data, Compaction):
             self._compaction(seq, data)
@@ -542,11 +558,21 @@ class WindowBuilder:
         unit.active = False
         self._sync(unit)
 
-    def _set_screen(self, counter: TokenCounter | None) -> None:
-        """The live screen: every widget's current view, in the order widgets first appeared."""
+    def _set_screen(self) -> None:
+        """The live screen: every widget's current view, in the order widgets first appeared.
+
+        Counted when a window needs it (`_screen_count`), not on every widget update: a run of
+        updates between two windows costs one count.
+        """
         self._screen = tuple(self._widgets.items())
-        if counter is not None:
-            self._screen_tokens = counter.count_text(live_screen_text(self._screen))
+        self._screen_counted = False
+
+    def _screen_count(self) -> int:
+        if not self._screen_counted:
+            screen = self._screen
+            self._screen_tokens = self.counter.count_text(live_screen_text(screen)) if screen else 0
+            self._screen_counted = True
+        return self._screen_tokens
 
     def _new_unit(self, kind: str, entry: _Entry, slot: int | None = None, last: int = 0) -> _Unit:
         unit = _Unit(kind, entry.seq if slot is None else slot, entry, last)
@@ -638,7 +664,7 @@ class WindowBuilder:
         fixed_pinned = sum(u.costs[0] for u in pinned if u.kind != "instruction")
         fixed = self._system_tokens + self._tools_tokens + fixed_pinned
         screen = self._screen if self._last_io is not None else ()
-        screen_tokens = self._screen_tokens if screen else 0
+        screen_tokens = self._screen_count() if screen else 0
         fixed += screen_tokens
         if fixed > tokens:
             raise self._too_small(fixed, tokens, fixed_pinned, screen_tokens)
@@ -667,7 +693,7 @@ class WindowBuilder:
         total = self._system_tokens + self._tools_tokens + self._fen.total(W_LIVE)
         total += sum(u.costs[0] for u in pinned if u.kind != "instruction")
         if self._screen and self._last_io is not None:
-            total += self._screen_tokens
+            total += self._screen_count()
         return total
 
     def _plan(self, strat: Strategy, available: int, cut: int) -> Plan:
@@ -859,8 +885,6 @@ class _OneShot(WindowBuilder):
         counter = self.counter
         if self._instruction is not None:
             self._system_tokens = self._instruction.count(counter)[0]
-        if self._screen:
-            self._screen_tokens = counter.count_text(live_screen_text(self._screen))
         for unit in pinned:
             unit.count(counter)
 
@@ -1015,6 +1039,10 @@ def _check_fed(seq: object, data: object, last: int) -> None:
         )
 
 
+_COUNTER_MEMBERS = ("name", "info", "count_text", "count_event", "count_tools")
+"""What a `TokenCounter` has (the protocol in eventlog.projections.tokens)."""
+
+
 def _check_turns(turns: object) -> int | None:
     if turns is not None and (type(turns) is not int or turns < 1):
         raise UsageError(f"turns must be an int >= 1, got {turns!r}")
@@ -1051,7 +1079,7 @@ def _counter(
 ) -> TokenCounter:
     if isinstance(counter, str):
         base = get_counter(counter)
-    elif all(callable(getattr(counter, m, None)) for m in ("count_text", "count_event")):
+    elif all(hasattr(counter, m) for m in _COUNTER_MEMBERS):
         base = counter
     else:
         raise UsageError(

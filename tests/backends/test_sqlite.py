@@ -779,6 +779,20 @@ def test_search_of_a_fork_covers_what_reading_it_gives(tmp_path: Path) -> None:
         assert len(store.search("build")) == 6
 
 
+def test_search_of_a_fork_with_a_long_ancestry(tmp_path: Path) -> None:
+    """Segments are searched in slices: one query over 1,000 of them passes SQLite's depth cap."""
+    with el.open(url_for(tmp_path / "deep.db", search="on"), durability="none") as store:
+        store.append("s0", [el.ModelInput.from_text("needle 0")])
+        for i in range(1, 1051):
+            store.fork(f"s{i - 1}", f"s{i}", i)
+            store.append(f"s{i}", [el.ModelInput.from_text(f"needle {i}")])
+        hits = store.search("needle", stream="s1050", limit=2000)
+        assert sorted((h.stream, h.seq) for h in hits) == sorted(
+            (e.stream, e.seq) for e in store.read("s1050")
+        )
+        assert len(store.search("needle", stream="s1050", limit=7)) == 7
+
+
 def test_search_queries_that_fts5_would_misread_or_refuse(tmp_path: Path) -> None:
     with el.open(url_for(tmp_path / "q.db", search="on")) as store:
         store.append("a", [el.ModelInput.from_text("alpha beta: setup.py fails")])
