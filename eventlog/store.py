@@ -609,16 +609,20 @@ class Store:
         return StreamInfo(new, at, info.ts, source, at)
 
     def forks(self, stream: str | None = None) -> list[ForkInfo]:
-        """Fork entries: all, or the direct forks of one stream."""
+        """Fork entries: all, or the direct forks of one stream (StreamNotFoundError if none)."""
         self._check_open()
         if stream is not None:
             validate_stream_name(stream)
+            if not self.exists(stream):
+                raise StreamNotFoundError(stream)
         return self._backend.list_forks(stream)
 
     def ancestry(self, stream: str) -> list[tuple[str, int]]:
         """[(ancestor, fork seq), ...] from the root to the stream's parent."""
         self._check_open()
         validate_stream_name(stream)
+        if not self.exists(stream):
+            raise StreamNotFoundError(stream)
         segments = self._segments(stream)
         return [(origin, hi) for origin, _, hi in segments[:-1] if hi is not None]
 

@@ -134,3 +134,10 @@ def test_fork_at_seq_and_checkpoint(url: str) -> None:
     assert "no checkpoint 'nope'" in fail(url, "fork", "chat", "x", "--checkpoint", "nope")
     assert "not both" in fail(url, "fork", "chat", "x", "--at", "1", "--checkpoint", "read")
     assert "already exists" in fail(url, "fork", "chat", "retry", "--at", "1")
+    assert "field 'at': must be between 1 and" in fail(url, "fork", "chat", "late", "--at", "99")
+    with el.open(url) as store:
+        with pytest.raises(el.StreamNotFoundError):
+            store.ancestry("missing")
+        with pytest.raises(el.StreamNotFoundError):
+            store.forks("missing")
+        assert store.ancestry("retry") == [("chat", 6)] and store.forks("early") == []

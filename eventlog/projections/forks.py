@@ -39,7 +39,12 @@ def fork(
         raise UsageError("fork at a seq or at a checkpoint, not both")
     if checkpoint is not None:
         at = checkpoint_seq(store, source, checkpoint)
-    return store.fork(source, new, at)
+    try:
+        return store.fork(source, new, at)
+    except ValidationError as exc:
+        if exc.field != "at_seq":
+            raise
+        raise ValidationError(exc.detail, field="at") from None  # the name the caller used
 
 
 __all__ = ["checkpoint_seq", "fork"]
