@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from eventlog.cli.app import cli, emit_json, open_store
+from eventlog.cli.window_cmds import check_turns, selection_options
 from eventlog.projections.providers.render import PROVIDERS, render
-from eventlog.projections.tokens import COUNTER_NAMES
-from eventlog.projections.window import STRATEGIES, context_window
+from eventlog.projections.window import context_window
 from eventlog.store import MAX_SEQ
 
 UNLIMITED = 1 << 62
@@ -23,22 +23,7 @@ UNLIMITED = 1 << 62
 @click.option(
     "--at", type=click.IntRange(min=0, max=MAX_SEQ), default=None, help="Render as of this seq."
 )
-@click.option(
-    "--counter",
-    type=click.Choice(COUNTER_NAMES),
-    default="estimate",
-    show_default=True,
-    help="Token counter (with --budget).",
-)
-@click.option(
-    "--calibrate", is_flag=True, help="Scale counts by the stream's reported usage (with --budget)."
-)
-@click.option(
-    "--strategy", type=click.Choice(STRATEGIES), default="summary_aware", show_default=True
-)
-@click.option(
-    "--turns", type=click.IntRange(min=1), default=None, help="sliding_window: turns kept."
-)
+@selection_options
 @click.pass_context
 def render_cmd(
     ctx: click.Context,
@@ -58,10 +43,7 @@ def render_cmd(
     Without --budget nothing is counted, so --counter and --calibrate need one;
     --strategy sliding_window still keeps only its last --turns turns (default 10).
     """
-    if turns is not None and strategy != "sliding_window":
-        raise click.BadParameter(
-            f"applies to --strategy sliding_window, not {strategy}", param_hint="--turns"
-        )
+    check_turns(strategy, turns)
     if budget is None:
         for name in ("counter", "calibrate"):
             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:

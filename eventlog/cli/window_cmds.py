@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 import msgspec
@@ -23,29 +24,52 @@ def window_json(window: Window) -> dict[str, Any]:
     return out
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def selection_options(command: F) -> F:
+    """--counter, --calibrate, --strategy and --turns: how a command's window is chosen."""
+    options = (
+        click.option(
+            "--counter",
+            type=click.Choice(COUNTER_NAMES),
+            default="estimate",
+            show_default=True,
+            help="Token counter.",
+        ),
+        click.option(
+            "--calibrate", is_flag=True, help="Scale counts by the stream's reported usage."
+        ),
+        click.option(
+            "--strategy",
+            type=click.Choice(STRATEGIES),
+            default="summary_aware",
+            show_default=True,
+            help="How to fit the budget.",
+        ),
+        click.option(
+            "--turns", type=click.IntRange(min=1), default=None, help="sliding_window: turns kept."
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def check_turns(strategy: str, turns: int | None) -> None:
+    """--turns only means something to sliding_window."""
+    if turns is not None and strategy != "sliding_window":
+        raise click.BadParameter(
+            f"applies to --strategy sliding_window, not {strategy}", param_hint="--turns"
+        )
+
+
 @cli.command("window")
 @click.argument("stream")
 @click.option(
     "--budget", type=click.IntRange(min=0), required=True, help="Tokens the window may use."
 )
-@click.option(
-    "--counter",
-    type=click.Choice(COUNTER_NAMES),
-    default="estimate",
-    show_default=True,
-    help="Token counter.",
-)
-@click.option("--calibrate", is_flag=True, help="Scale counts by the stream's reported usage.")
-@click.option(
-    "--strategy",
-    type=click.Choice(STRATEGIES),
-    default="summary_aware",
-    show_default=True,
-    help="How to fit the budget.",
-)
-@click.option(
-    "--turns", type=click.IntRange(min=1), default=None, help="sliding_window: turns kept."
-)
+@selection_options
 @click.option(
     "--at", type=click.IntRange(min=0, max=MAX_SEQ), default=None, help="Window as of this seq."
 )
@@ -63,10 +87,7 @@ def window_cmd(
     as_json: bool,
 ) -> None:
     """Print the context window of STREAM for a token budget, and what happened to each entry."""
-    if turns is not None and strategy != "sliding_window":
-        raise click.BadParameter(
-            f"applies to --strategy sliding_window, not {strategy}", param_hint="--turns"
-        )
+    check_turns(strategy, turns)
     window = context_window(
         open_store(ctx),
         stream,
