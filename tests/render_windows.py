@@ -402,6 +402,10 @@ def check_anthropic(body: dict[str, Any]) -> None:
             if b["type"] == "tool_result" and b.get("is_error"):
                 # "content cannot be empty if `is_error` is true"
                 assert b.get("content"), (i, "an error result without content")
+                # "all content must be type 'text' if 'is_error' is true"
+                assert isinstance(b["content"], str) or all(
+                    x["type"] == "text" for x in b["content"]
+                ), (i, "an error result with non-text content")
         uses = [b["id"] for b in content if b["type"] == "tool_use"]
         answers = [b["tool_use_id"] for b in content if b["type"] == "tool_result"]
         assert answers == [b.get("tool_use_id") for b in content[: len(answers)]]

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from eventlog.projections.providers.anthropic import NO_OUTPUT_TEXT, render
+from eventlog.projections.providers.anthropic import ATTACHED_TEXT, NO_OUTPUT_TEXT, render
 from eventlog.projections.providers.ingest_anthropic import ingest_response
 from eventlog.projections.providers.render_common import CANCELLED_TEXT, SKIPPED_TEXT
 from tests import render_windows as rw
@@ -355,4 +355,29 @@ def test_failed_result_without_text_says_it_failed() -> None:
     )
     assert r(w)["messages"][2] == user(
         result("c1", NO_OUTPUT_TEXT, error=True), result("c2", SKIPPED_TEXT, error=True)
+    )
+
+
+def test_a_failed_result_keeps_text_only_and_its_attachments_follow() -> None:
+    """The API refuses `is_error: true` with image or document content."""
+    png = rw.Attachment(media_type="image/png", data=b"\x89PNG")
+    w = rw.win(
+        rw.text_in("shoot"),
+        rw.calls_out(rw.call("c1", "screenshot", "{}"), rw.call("c2", "screenshot", "{}")),
+        rw.results(
+            rw.ok("c1", "screenshot", "page crashed", status="failed", attachments=(png,)),
+            rw.ok("c2", "screenshot", "", status="failed", attachments=(png,)),
+        ),
+    )
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="},
+    }
+    assert r(w)["messages"][2] == user(
+        result("c1", "page crashed", error=True),
+        result("c2", ATTACHED_TEXT, error=True),
+        "[attachments of the failed screenshot call]",
+        image,
+        "[attachments of the failed screenshot call]",
+        image,
     )

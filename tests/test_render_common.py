@@ -3,6 +3,7 @@ every renderer over random windows."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -275,7 +276,45 @@ def test_uploaded_files_and_unfetchable_uris() -> None:
     }
     gemini = content("gemini")
     assert all("text" in p for p in gemini[1:5])  # the providers' files: notes
-    assert gemini[5] == {"fileData": {"mimeType": "image/png", "fileUri": "s3://bucket/x.png"}}
+    assert gemini[5] == {"text": "[attachment (image/png) not supported by Gemini]"}  # s3:
+    assert gemini[6] == {"text": "[attachment (image/*) not supported by Gemini]"}  # a wildcard
+
+
+def test_gemini_gets_only_the_media_types_and_uris_it_reads() -> None:
+    """Gemini refuses other types ('Unsupported MIME type') and URIs it cannot fetch."""
+    docx = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    sent = [
+        rw.Attachment(media_type="image/png", uri="gs://bucket/x.png"),
+        rw.Attachment(media_type="application/pdf", uri="https://example.com/a.pdf"),
+        rw.Attachment(media_type="text/csv", data=b"a,b"),
+        rw.Attachment(media_type="audio/mpeg", data=b"ID3"),
+    ]
+    noted = [
+        rw.Attachment(media_type="application/zip", data=b"PK"),
+        rw.Attachment(media_type=docx, data=b"PK", name="a.docx"),
+        rw.Attachment(media_type="text/plain", uri="file:///home/u/notes.txt"),
+    ]
+    w = rw.win(rw.ModelInput(sections=(rw.Section(text="Look."),), attachments=(*sent, *noted)))
+    parts = render(w, "gemini", model="m")["contents"][0]["parts"][1:]
+    assert [next(iter(p)) for p in parts] == [
+        "fileData",
+        "fileData",
+        "inlineData",
+        "inlineData",
+    ] + ["text"] * 3
+    assert parts[5] == {"text": f"[attachment 'a.docx' ({docx}) not supported by Gemini]"}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_empty_attachment_becomes_a_note(provider: str) -> None:
+    """Providers refuse an empty image or document ('image cannot be empty')."""
+    empty = (
+        rw.Attachment(media_type="image/png", data=b""),
+        rw.Attachment(media_type="text/plain", data=b""),
+    )
+    w = rw.win(rw.ModelInput(sections=(rw.Section(text="see"),), attachments=empty))
+    body = json.dumps(render(w, provider, model="m"))
+    assert body.count("is empty]") == 2 and "base64," not in body and '"data": ""' not in body
 
 
 def test_uri_schemes_are_matched_without_case() -> None:

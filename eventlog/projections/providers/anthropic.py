@@ -55,6 +55,8 @@ UNAVAILABLE_TOOL = "(not available in this request)"
 """Description of a tool defined only because the history uses it (see `render`)."""
 NO_OUTPUT_TEXT = "The tool failed with no output."
 """Content of a failed result without text or attachments (the API refuses an empty error)."""
+ATTACHED_TEXT = "The tool failed; its attachments follow the results."
+"""Content of a failed result with attachments but no text (they go after the results)."""
 
 Block = dict[str, Any]
 Message = dict[str, Any]
@@ -166,6 +168,7 @@ class _Messages(SystemSlot):
             self._assistant(blocks, thinking)
             return
         results: list[Block] = []
+        attached: list[Block] = []  # an error's attachments: after every result
         tools = self.tools
         for call, uid, result in answers:
             tool_use_id = _tool_use_id(uid)
@@ -179,8 +182,11 @@ class _Messages(SystemSlot):
             )
             tools[call.name] = None
             results.append(_result_block(tool_use_id, result))
+            if is_error(result) and result.attachments:
+                attached.append(_text(f"[attachments of the failed {call.name} call]"))
+                attached += [_attachment(a) for a in result.attachments]
         self._assistant(blocks, thinking)
-        self._user(results)  # a new message: the assistant one has the tool_use blocks
+        self._user(results + attached)  # a new message: the assistant one has the tool_use blocks
 
     def _user(self, blocks: list[Block]) -> None:
         self.pending = []  # thinking with nothing after it before a user turn: dropped
@@ -223,14 +229,19 @@ def _thinking(part: ReasoningPart) -> Block | None:
 def _result_block(tool_use_id: str, result: ToolResult) -> Block:
     """`is_error` on failed and skipped results; no content rather than a blank one.
 
-    An error with neither text nor attachments says it failed with no output: the API refuses
-    an empty error result.
+    An error's content is text only (the API refuses anything else with `is_error`): its
+    attachments follow the results (see `output`). An error with no text says it failed with
+    no output: the API refuses an empty error result.
     """
     block: Block = {"type": "tool_result", "tool_use_id": tool_use_id}
     text = result_text(result)
-    if is_error(result) and is_blank(text) and not result.attachments:
-        text = SKIPPED_TEXT if result.status == "skipped" else NO_OUTPUT_TEXT
-    if result.attachments:
+    error = is_error(result)
+    if error and is_blank(text):
+        if result.status == "skipped":
+            text = SKIPPED_TEXT
+        else:
+            text = ATTACHED_TEXT if result.attachments else NO_OUTPUT_TEXT
+    if result.attachments and not error:
         content = [] if is_blank(text) else [_text(text)]
         content += [_attachment(a) for a in result.attachments]
         block["content"] = content

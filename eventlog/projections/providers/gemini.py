@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, TextPart
-from eventlog.projections.providers.common import FILE_SCHEMES
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
     Answer,
@@ -30,9 +29,7 @@ from eventlog.projections.providers.render_common import (
     instruction_text,
     is_blank,
     is_error,
-    is_image,
     merge_extra,
-    provider_file,
     result_text,
     tool_input,
 )
@@ -197,20 +194,34 @@ def _model_parts(output: ModelOutput, own: bool) -> list[Part]:
 
 
 def _attachment(a: Attachment) -> Part:
-    """Inline bytes as `inlineData`, a URI as `fileData`.
+    """Inline bytes as `inlineData`, a URI Gemini can fetch as `fileData`.
 
-    Another provider's file id, or inline bytes of an image format Gemini does not read, become
-    a note.
+    Gemini reads images of its formats, PDFs, text, audio and video, and fetches http(s) and
+    `gs://` URIs (its Files API URIs are https). Anything else (another provider's file id, a
+    `file:` or `s3:` URI, a zip, a Word file, a wildcard type such as `image/*`) becomes a note:
+    the API refuses it (`Unsupported MIME type`, an unreachable URI).
     """
     bytes_or_url = inline(a)
-    if bytes_or_url is None or any(provider_file(a, other) is not None for other in FILE_SCHEMES):
+    if bytes_or_url is None or not _reads(bytes_or_url):
         return {"text": attachment_note(a, "Gemini")}
     a = bytes_or_url
-    if a.data is not None and is_image(a) and a.media_type not in IMAGE_TYPES:
-        return {"text": attachment_note(a, "Gemini")}
     if a.uri is not None:
         return {"fileData": {"mimeType": a.media_type, "fileUri": a.uri}}
     return {"inlineData": {"mimeType": a.media_type, "data": b64(a)}}
+
+
+READ_TYPES = IMAGE_TYPES | {"application/pdf"}
+READ_PREFIXES = ("text/", "audio/", "video/")
+"""Media types Gemini reads from inline bytes or a file URI (with IMAGE_TYPES)."""
+URI_SCHEMES = frozenset({"http", "https", "gs"})
+
+
+def _reads(a: Attachment) -> bool:
+    """Whether Gemini takes this attachment as it is (media type, and where it is)."""
+    media_type = a.media_type
+    if "*" in media_type or not (media_type in READ_TYPES or media_type.startswith(READ_PREFIXES)):
+        return False
+    return a.uri is None or a.uri.partition(":")[0].lower() in URI_SCHEMES
 
 
 __all__ = ["PROVIDER", "render"]

@@ -557,6 +557,8 @@ def data_url(attachment: Attachment) -> str:
 def attachment_note(attachment: Attachment, provider: str) -> str:
     """Text standing in for an attachment a provider cannot take."""
     name = f" {attachment.name!r}" if attachment.name else ""
+    if attachment.data is not None and not attachment.data:  # providers refuse empty blocks
+        return f"[attachment{name} ({attachment.media_type}) is empty]"
     return f"[attachment{name} ({attachment.media_type}) not supported by {provider}]"
 
 
@@ -583,7 +585,7 @@ _MEDIA_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
 
 
 def inline(attachment: Attachment) -> Attachment | None:
-    """An attachment with a `data:` URI as inline bytes (None if the URL is malformed).
+    """An attachment with a `data:` URI as inline bytes (None if the URL is malformed or empty).
 
     Providers take inline bytes as base64 of their own, not as a URL to fetch: a `data:` URI
     sent as a URL is refused (Anthropic, Gemini) or sniffed from the wrong media type. Media
@@ -591,6 +593,8 @@ def inline(attachment: Attachment) -> Attachment | None:
     """
     uri = attachment.uri
     if uri is None:
+        if not attachment.data:  # nothing to send: providers refuse an empty image or document
+            return None
         media_type = _canonical(attachment.media_type)
         if media_type == attachment.media_type:
             return attachment
@@ -603,6 +607,8 @@ def inline(attachment: Attachment) -> Attachment | None:
         return None
     assert parsed is not None
     media_type, data = parsed
+    if not data:
+        return None
     if not uri[5:].partition(",")[0].partition(";")[0].strip():  # the URL names no type
         media_type = attachment.media_type
     return Attachment(media_type=_canonical(media_type), data=data, name=attachment.name)
