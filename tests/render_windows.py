@@ -373,6 +373,14 @@ def _blank(text: str) -> bool:
 def check_anthropic(body: dict[str, Any]) -> None:
     assert isinstance(body["max_tokens"], int) and body["max_tokens"] > 0
     messages = body["messages"]
+    media = sum(
+        1
+        for m in messages
+        for b in m["content"]
+        for x in ([b, *b["content"]] if isinstance(b.get("content"), list) else [b])
+        if x["type"] in ("image", "document")
+    )
+    assert media <= 100, "too many images and documents"
     seen: set[str] = set()
     marks = sum(1 for t in body.get("tools", ()) if "cache_control" in t)
     if isinstance(body.get("system"), list):

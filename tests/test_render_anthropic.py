@@ -381,3 +381,23 @@ def test_a_failed_result_keeps_text_only_and_its_attachments_follow() -> None:
         "[attachments of the failed screenshot call]",
         image,
     )
+
+
+def test_at_most_100_images_and_documents_the_oldest_become_notes() -> None:
+    """The API refuses 'too many images and documents: 104 + 1 > 100'."""
+    png = rw.Attachment(media_type="image/png", data=b"\x89PNG")
+    pdf = rw.Attachment(media_type="application/pdf", data=b"%PDF")
+    events: list[Any] = [rw.ModelInput(sections=(rw.Section(text="go"),), attachments=(pdf,))]
+    for i in range(101):
+        events.append(rw.calls_out(rw.call(f"c{i}", "screenshot", "{}")))
+        events.append(rw.results(rw.ok(f"c{i}", "screenshot", f"shot {i}", attachments=(png,))))
+    body = r(rw.win(*events))
+    first = body["messages"][0]["content"]
+    assert first[1] == text("[document left out: a request takes at most 100 images and documents]")
+    images = [
+        b["content"][1]["type"]
+        for m in body["messages"]
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert images == ["text"] + ["image"] * 100  # the first screenshot's too

@@ -88,6 +88,7 @@ def render(
     if messages and messages[0]["role"] == "assistant":
         messages.insert(0, {"role": "user", "content": [_text(OPENING_TEXT)]})
     _trim_final_assistant(messages)
+    _cap_media(messages)
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
     if m.system is not None and not is_blank(m.system):
         body["system"] = m.system
@@ -102,6 +103,36 @@ def render(
     if cache:
         _breakpoints(body, cache_every, cache_ttl)
     return merge_extra(body, extra, PROVIDER)
+
+
+MAX_MEDIA = 100
+"""Images and documents the API takes in one request ('too many images and documents')."""
+
+
+def _cap_media(messages: list[Message]) -> None:
+    """Keep the newest `MAX_MEDIA` image and document blocks; older ones become notes.
+
+    A long computer-use loop fits hundreds of screenshots in a token budget, but the API
+    refuses a request with more than 100 images and documents in all.
+    """
+    found: list[tuple[list[Block], int]] = []
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, list):
+            continue
+        for i, block in enumerate(content):
+            if block["type"] in ("image", "document"):
+                found.append((content, i))
+            elif block["type"] == "tool_result" and isinstance(block.get("content"), list):
+                inner = block["content"]
+                found += [
+                    (inner, j) for j, b in enumerate(inner) if b["type"] in ("image", "document")
+                ]
+    for content, i in found[: max(0, len(found) - MAX_MEDIA)]:
+        kind = content[i]["type"]
+        content[i] = _text(
+            f"[{kind} left out: a request takes at most {MAX_MEDIA} images and documents]"
+        )
 
 
 def _tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
