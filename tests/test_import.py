@@ -350,6 +350,26 @@ def test_responses_input_as_a_string() -> None:
     ]
 
 
+def test_responses_instructions_and_leading_developer_messages_are_one_instruction() -> None:
+    """With tools, a developer message after the toolset replaced the instructions."""
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    body = {
+        "instructions": "Be terse.",
+        "tools": [tool],
+        "input": [
+            {"role": "developer", "content": "Answer in French."},
+            {"role": "user", "content": "hi"},
+        ],
+    }
+    events = history_events("openai-responses", body)
+    assert [type(e).__name__ for e in events] == [
+        "SystemInstructionSet",
+        "ToolsetDefined",
+        "ModelInput",
+    ]
+    assert events[0] == SystemInstructionSet(text="Be terse.\n\nAnswer in French.")
+
+
 def _with(body: dict[str, Any], key: str, index: int, value: Any) -> dict[str, Any]:
     items = list(body[key])
     if value is None:

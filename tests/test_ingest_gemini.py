@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import enum
 from typing import Any
 
 import orjson
@@ -147,3 +148,20 @@ def test_errors() -> None:
     candidate = {"content": "x", "finishReason": "STOP"}
     with pytest.raises(ProviderMappingError, match=r"candidates\[0\]\.content: expected dict"):
         ingest_response({"candidates": [candidate]})
+
+
+class FinishReason(str, enum.Enum):  # noqa: UP042 - not StrEnum: str() must give the name
+    """As google-genai's `CaseInSensitiveEnum` members: `str()` gives `FinishReason.STOP`."""
+
+    STOP = "STOP"
+    SAFETY = "SAFETY"
+
+
+def test_reasons_as_the_sdks_enum_members() -> None:
+    """google-genai's `model_dump()` keeps enum members in finish and block reasons."""
+    b = body()
+    b["candidates"][0]["finishReason"] = FinishReason.STOP
+    out = ingest_response(b)
+    assert (out.stop_reason, out.provider_stop_reason) == ("tool_use", "STOP")
+    blocked = ingest_response({"promptFeedback": {"blockReason": FinishReason.SAFETY}})
+    assert (blocked.stop_reason, blocked.provider_stop_reason) == ("content_filter", "SAFETY")

@@ -193,6 +193,41 @@ def test_deltas_without_index_from_compatible_servers() -> None:
     ]
 
 
+def test_deltas_without_index_that_repeat_their_call_id() -> None:
+    def c(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+
+    stream = [
+        c({"tool_calls": [{"id": "a", "function": {"name": "f", "arguments": ""}}]}),
+        c({"tool_calls": [{"id": "b", "function": {"name": "g", "arguments": ""}}]}),
+        c({"tool_calls": [{"id": "a", "function": {"arguments": '{"x":1}'}}]}),
+        c({"tool_calls": [{"id": "b", "function": {"arguments": '{"y":2}'}}]}),
+        c({}, "tool_calls"),
+    ]
+    out = ingest_stream(stream)
+    assert [(c.id, c.name, c.arguments) for c in out.tool_calls] == [
+        ("a", "f", {"x": 1}),
+        ("b", "g", {"y": 2}),
+    ]
+
+
+def test_azure_prompt_filter_chunk_is_skipped() -> None:
+    """Azure OpenAI streams start with a chunk of prompt filter results (object '')."""
+    first = {
+        "id": "",
+        "object": "",
+        "created": 0,
+        "model": "",
+        "choices": [],
+        "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}],
+    }
+    out = ingest_sse(sse_text([first, *chunks()], done=True))
+    assert [c.id for c in out.tool_calls] == ["call_a", "call_b"]
+    with pytest.raises(ProviderMappingError, match="not a chat.completion.chunk: ''"):
+        ingest_stream([{**first, "choices": [{"index": 0, "delta": {}}]}, *chunks()])
+
+
 def test_refusal_and_reasoning_content() -> None:
     body = completion()
     body["choices"][0]["message"] = {

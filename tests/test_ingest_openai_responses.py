@@ -342,6 +342,13 @@ def test_items_the_host_must_act_on_are_refused_not_dropped(kind: str) -> None:
     )
 
 
+def test_a_compaction_item_is_refused_not_dropped() -> None:
+    """Server-side compaction's item carries context the next request must send back."""
+    item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA-compacted"}
+    with pytest.raises(ProviderMappingError, match="output\\[0\\].*'compaction' item"):
+        ingest_response(response([item, message("Done.")]))
+
+
 def test_message_ids_and_phase_are_kept() -> None:
     preamble = {**message("Checking."), "id": "msg_a", "phase": "commentary"}
     answer = {**message("Done."), "id": "msg_b", "phase": "final_answer"}

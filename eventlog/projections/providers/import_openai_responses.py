@@ -217,16 +217,32 @@ def events_from_responses(body: Any) -> list[EventData]:
     builder = HistoryBuilder(Invocation(provider="openai", specification="responses", model=model))
     if instructions:
         builder.system(instructions)
+    # Leading system / developer messages join the instructions before the toolset, as in
+    # the Chat import: an instruction after the toolset would replace them, not add to them.
+    start = 0
+    while start < len(items) and _is_instruction(items[start]):
+        at = Where(f"input[{start}]", start)
+        _message(builder, items[start], items[start]["role"], at)
+        start += 1
     if tools:
         builder.toolset(tools_from(tools, Where("tools")), Where("tools"))
-    _items(builder, items)
+    _items(builder, items, start)
     return builder.finish()
 
 
-def _items(builder: HistoryBuilder, items: list[Any]) -> None:
-    """Fold input items; consecutive assistant items become one output."""
+def _is_instruction(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("type", "message") == "message"
+        and item.get("role") in SYSTEM_ROLES
+    )
+
+
+def _items(builder: HistoryBuilder, items: list[Any], start: int = 0) -> None:
+    """Fold input items from `start`; consecutive assistant items become one output."""
     pending: _Output | None = None
-    for index, item in enumerate(items):
+    for index in range(start, len(items)):
+        item = items[index]
         at = Where(f"input[{index}]", index)
         if not isinstance(item, dict):
             raise at.error(f"expected an item object, got {type(item).__name__}")

@@ -6,6 +6,7 @@ Accepts the REST spelling (camelCase) and the google-genai SDK's `model_dump()` 
 from __future__ import annotations
 
 import base64
+import enum
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,6 +58,15 @@ class _Text(msgspec.Struct):
     """The chunk (response) that started it: only a later chunk's text continues it."""
 
 
+def _reason(value: Any) -> str:
+    """A finish or block reason as Google spells it: `STOP`, also from the SDK's enum members.
+
+    google-genai's `model_dump()` keeps `FinishReason.STOP`, a str enum whose `str()` is
+    `FinishReason.STOP`, not `STOP`.
+    """
+    return str(value.value if isinstance(value, enum.Enum) else value)
+
+
 def usage_from(raw: Any, where: str) -> Usage | None:
     """Usage from `usageMetadata`; completion tokens include thinking tokens."""
     if raw is None:
@@ -104,7 +114,7 @@ class GeminiAccumulator(Accumulator):
         if usage is not None:
             self._usage = usage_from(usage, f"{where}.usageMetadata")
         if isinstance(feedback, dict) and first_of(feedback, "blockReason", "block_reason"):
-            self._finish = first_of(feedback, "blockReason", "block_reason")
+            self._finish = _reason(first_of(feedback, "blockReason", "block_reason"))
         if not isinstance(candidates, list):
             return
         for i, raw in enumerate(candidates):
@@ -119,7 +129,7 @@ class GeminiAccumulator(Accumulator):
             self._fold_part(as_dict(raw, f"{where}.content.parts[{j}]"), f"{where}.parts[{j}]")
         finish = first_of(c, "finishReason", "finish_reason")
         if finish is not None:
-            self._finish = str(finish)
+            self._finish = _reason(finish)
 
     def _fold_part(self, p: dict[str, Any], where: str) -> None:
         signature = first_of(p, "thoughtSignature", "thought_signature")

@@ -200,6 +200,8 @@ class OpenAIChatAccumulator(Accumulator):
             return  # the helper's derived events (content.delta, ...) repeat the raw chunks
         if isinstance(chunk.get("error"), dict):
             raise mapping_error(where, f"the provider reported an error: {chunk['error']}")
+        if chunk.get("object") == "" and chunk.get("choices") == []:
+            return  # Azure OpenAI's first chunk: its prompt filter results, nothing generated
         if chunk.get("object") not in (None, "chat.completion.chunk"):
             raise mapping_error(where, f"not a chat.completion.chunk: {chunk.get('object')!r}")
         choices = chunk.get("choices")
@@ -237,9 +239,13 @@ class OpenAIChatAccumulator(Accumulator):
         """Fold one tool call delta (`where`: its place in the stream)."""
         index = d.get("index")
         if not isinstance(index, int):
-            # Some compatible servers omit `index`: a new id opens a call, else the last continues.
-            ids = {c.id for c in self._calls.values()}
-            if d.get("id") and d["id"] not in ids or not self._calls:
+            # Some compatible servers omit `index`: a known id continues its call, a new id opens
+            # one, a delta without an id continues the last.
+            by_id = {c.id: i for i, c in self._calls.items() if c.id}
+            call_id = d.get("id")
+            if call_id and call_id in by_id:
+                index = by_id[call_id]
+            elif call_id or not self._calls:
                 index = len(self._calls)
             else:
                 index = max(self._calls)

@@ -113,6 +113,14 @@ def _item_parts(item: dict[str, Any], where: str) -> tuple[list[Part], list[Tool
             f"a {kind!r} item asks the host to act, and eventlog records function and custom "
             "tool calls only: dropping it would hide the call (the output is not ingested)",
         )
+    if kind == "compaction":
+        raise mapping_error(
+            where,
+            "a 'compaction' item (server-side context management) carries the compacted "
+            "context the next request must send back, and eventlog cannot record it: dropping "
+            "it would lose that context (the output is not ingested; compact with "
+            "eventlog's Compaction events instead)",
+        )
     # Built-in tools run by OpenAI (web search, file search, ...) leave no call for the host.
     return [], []
 
