@@ -439,6 +439,7 @@ def check_openai_chat(body: dict[str, Any]) -> None:
             assert m["content"] is None or isinstance(m["content"], str)
             calls = m.get("tool_calls", [])
             assert m["content"] is not None or calls or m.get("refusal")
+            assert len(calls) <= 128, "tool_calls: array too long (maximum length 128)"
             ids = [c["id"] for c in calls]
             for c in calls:
                 assert len(c["id"]) <= 40 and c["id"] not in seen

@@ -241,3 +241,19 @@ def test_two_thousand_turns() -> None:
             tool(f"call_{k}", f"result {k}"),
             assistant(f"answer {k}"),
         ]
+
+
+def test_more_than_128_parallel_calls_go_on_in_another_assistant_message() -> None:
+    """The API refuses 'tool_calls: array too long. Expected ... maximum length 128'."""
+    calls = [rw.call(f"c{i}", "count", f'{{"f": {i}}}') for i in range(129)]
+    w = rw.win(
+        rw.text_in("count every file"),
+        rw.calls_out(*calls),
+        rw.results(*(rw.ok(f"c{i}", "count", str(i)) for i in range(129))),
+    )
+    messages = render(w, model="m")["messages"]
+    rw.check_openai_chat({"messages": messages})
+    roles = [m["role"] for m in messages]
+    assert roles[-132:] == ["user", "assistant"] + ["tool"] * 128 + ["assistant", "tool"]
+    assert [len(m["tool_calls"]) for m in messages if m["role"] == "assistant"] == [128, 1]
+    assert messages[-1]["content"] == "128"

@@ -40,6 +40,8 @@ MAX_ID_LENGTH = 40
 
 Message = dict[str, Any]
 SystemRole = Literal["system", "developer"]
+MAX_TOOL_CALLS = 128
+"""`tool_calls` one assistant message may hold ('array too long ... maximum length 128')."""
 
 _call_id = id_rewriter(MAX_ID_LENGTH, strict_chars=False)
 
@@ -141,7 +143,9 @@ class _Messages(Pairing):
         """One assistant message: text (or null), refusal, all tool calls; nothing when empty.
 
         Then one `tool` message per call; images of results follow in one user message (tool
-        messages take text only). Reasoning is never sent: the Chat API takes none.
+        messages take text only). More than `MAX_TOOL_CALLS` calls go on in further assistant
+        messages, each followed by its tool messages. Reasoning is never sent: the Chat API
+        takes none.
         """
         texts: list[str] = []
         refusals: list[str] = []
@@ -162,7 +166,10 @@ class _Messages(Pairing):
         calls: list[dict[str, Any]] = []
         message["tool_calls"] = calls
         attached: list[dict[str, Any]] = []
-        for call, uid, result in answers:
+        for k, (call, uid, result) in enumerate(answers):
+            if k and k % MAX_TOOL_CALLS == 0:  # the API takes 128 calls a message: go on in another
+                calls = []
+                self.messages.append({"role": "assistant", "content": None, "tool_calls": calls})
             call_id = _call_id(uid)
             free_text = custom_input(call, self.custom_tools)
             if free_text is not None:
