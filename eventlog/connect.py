@@ -140,6 +140,11 @@ def store_exists(url: str) -> bool:
     return exists
 
 
+def in_process(url: str) -> bool:
+    """Whether `url` names a store that lives in this process only (`memory://`)."""
+    return url.split("://", 1)[0].lower() == "memory"
+
+
 def other_store_at(url: str) -> str | None:
     """The scheme of another backend's store at `url`'s path (a mistyped scheme), or None."""
     from pathlib import Path

@@ -91,8 +91,9 @@ _QUOTED_QUERY = 200
 
 def _bad_query(query: str | None, message: str) -> str:
     """A refused FTS5 query's error: the query (shortened), SQLite's reason, and the usual fix."""
-    shown = repr(query if query is None or len(query) <= _QUOTED_QUERY else query[:_QUOTED_QUERY])
-    if query is not None and len(query) > _QUOTED_QUERY:
+    query = query or ""  # a search always has one (the rule is for searches only)
+    shown = repr(query[:_QUOTED_QUERY])
+    if len(query) > _QUOTED_QUERY:
         shown += f"... ({len(query):,} characters)"
     return (
         f"{shown} is not a valid search query: {message} (FTS5 syntax: put words with "

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import eventlog
-from eventlog.connect import other_store_at, rehearsal, store_exists
+from eventlog.connect import in_process, other_store_at, rehearsal, store_exists
 from eventlog.errors import EventlogError, UsageError
 from eventlog.store import ANY, MAX_SEQ, NO_STREAM, ExpectedSeq, Store
 
@@ -86,7 +86,7 @@ def open_store(
     nothing.
     """
     url = store_url(ctx)
-    if not create and url.split("://", 1)[0].lower() == "memory":
+    if not create and in_process(url):
         raise UsageError(
             f"{url} is empty in every command (a memory store lives in one process): "
             "nothing to read; point --store at a file store"

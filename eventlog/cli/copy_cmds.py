@@ -9,7 +9,7 @@ from rich.progress import TaskID
 
 import eventlog
 from eventlog.cli.app import cli, console, count, emit_json, open_store, progress_bar
-from eventlog.connect import rehearsal, store_exists
+from eventlog.connect import in_process, rehearsal, store_exists
 from eventlog.copy import Phase, copy_store
 from eventlog.errors import UsageError
 from eventlog.store import Store
@@ -34,7 +34,7 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
     The source is verified first and the target verified after; exit 1 on any problem.
     """
     source = open_store(ctx)
-    if target.split("://", 1)[0].lower() == "memory":
+    if in_process(target):
         raise UsageError(
             "memory:// is gone when this command ends: export to a store on disk "
             "(sqlite://, jsonl://, lmdb://)"

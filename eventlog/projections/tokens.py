@@ -410,7 +410,7 @@ class EstimateCounter:
 # Calibration
 
 
-def _seq_and_data(history: Iterable[RecordedEvent | EventData]) -> Iterable[tuple[int, EventData]]:
+def seq_and_data(history: Iterable[RecordedEvent | EventData]) -> Iterable[tuple[int, EventData]]:
     """Each event with its seq: a bare payload takes the previous event's seq + 1 (as `extend`)."""
     seq = 0
     for item in history:
@@ -437,7 +437,7 @@ def prompt_samples(
     from eventlog.projections.window import WindowBuilder  # the window module imports this one
 
     builder = WindowBuilder(budget=0, counter=counter, entries="window")
-    for seq, data in _seq_and_data(history):
+    for seq, data in seq_and_data(history):
         if isinstance(data, ModelOutput) and data.invocation and data.usage:
             reported = data.usage.prompt_tokens
             counted = builder.full_tokens() if reported > 0 else 0
@@ -590,5 +590,6 @@ __all__ = [
     "get_counter",
     "learn_calibrations",
     "prompt_samples",
+    "seq_and_data",
     "variant",
 ]

@@ -52,6 +52,7 @@ from eventlog.projections.tokens import (
     Calibration,
     TokenCounter,
     get_counter,
+    seq_and_data,
     variant,
 )
 from eventlog.projections.window_select import (
@@ -661,11 +662,8 @@ class WindowBuilder:
         n_turns = self.turns if turns is None else _check_turns(turns)
         pinned = self._pin()
         self._settle(pinned)
-        fixed_pinned = sum(u.costs[0] for u in pinned if u.kind != "instruction")
-        fixed = self._system_tokens + self._tools_tokens + fixed_pinned
-        screen = self._screen if self._last_io is not None else ()
-        screen_tokens = self._screen_count() if screen else 0
-        fixed += screen_tokens
+        fixed_pinned, screen, screen_tokens = self._fixed(pinned)
+        fixed = self._system_tokens + self._tools_tokens + fixed_pinned + screen_tokens
         if fixed > tokens:
             raise self._too_small(fixed, tokens, fixed_pinned, screen_tokens)
         cut = 0
@@ -689,12 +687,19 @@ class WindowBuilder:
         """
         if self._lazy:
             raise UsageError("full_tokens() needs a WindowBuilder, not a one-shot window")
-        pinned = self._pin()
-        total = self._system_tokens + self._tools_tokens + self._fen.total(W_LIVE)
-        total += sum(u.costs[0] for u in pinned if u.kind != "instruction")
-        if self._screen and self._last_io is not None:
-            total += self._screen_count()
-        return total
+        fixed_pinned, _, screen_tokens = self._fixed(self._pin())
+        fixed = self._system_tokens + self._tools_tokens + fixed_pinned + screen_tokens
+        return fixed + self._fen.total(W_LIVE)
+
+    def _fixed(self, pinned: list[_Unit]) -> tuple[int, tuple[tuple[str, str], ...], int]:
+        """What every window holds besides the instruction and tools.
+
+        (the pinned units' tokens, the live screen shown on the newest input or result, its
+        tokens)
+        """
+        fixed_pinned = sum(u.costs[0] for u in pinned if u.kind != "instruction")
+        screen = self._screen if self._last_io is not None else ()
+        return fixed_pinned, screen, self._screen_count() if screen else 0
 
     def _plan(self, strat: Strategy, available: int, cut: int) -> Plan:
         """The strategy's cut, from the selection index (O(log n))."""
@@ -1140,7 +1145,7 @@ def context_window(
     events = list(source)
     if at is not None:
         _check_at(at)
-        seqs = [e.seq if isinstance(e, RecordedEvent) else i for i, e in enumerate(events, 1)]
+        seqs = [seq for seq, _ in seq_and_data(events)]  # as `extend` numbers them
         end = seqs[-1] if seqs else 0
         if at > end:
             raise ValidationError(
