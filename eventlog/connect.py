@@ -1,6 +1,7 @@
 """Open a store from a URL: `memory://`, `sqlite:///file.db`, `jsonl:///dir`, `lmdb:///dir`, ...
 
-Query parameters set store options (`?durability=batch`); the rest go to the backend.
+Query parameters set store options (`?durability=batch`); the rest go to the backend. The path is
+taken as written: `#` and `%` are part of the name (no fragment, no percent-decoding).
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def _backend_class(scheme: str) -> Any:
 def _split(url: str) -> tuple[str, str, dict[str, str], dict[str, Any]]:
     if not isinstance(url, str) or "://" not in url:
         raise UsageError(f"not a store URL: {url!r} (expected e.g. sqlite:///events.db)")
-    parts = urlsplit(url)
+    # A store URL has no fragment: `#` is part of the file name, never a silent cut that would
+    # open another store (`jsonl:///runs/run#2` is the directory `run#2`, not `runs/run`).
+    parts = urlsplit(url, allow_fragments=False)
     scheme = parts.scheme.lower()
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     store_opts: dict[str, Any] = {}

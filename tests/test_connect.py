@@ -157,3 +157,17 @@ def test_a_directory_store_under_home_is_written_as_for_sqlite(
         assert store.stream_info("s").last_seq == 1
     with pytest.raises(el.UsageError, match=f"for the home directory write {scheme}://~/x"):
         el.open(f"{scheme}:///~/x")
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "jsonl", "lmdb"])
+def test_a_hash_sign_is_part_of_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """`#` starts no fragment: `run#2` is its own store, never `run` opened in its place."""
+    pytest.importorskip("lmdb")
+    monkeypatch.chdir(tmp_path)
+    name = "run#2.db" if scheme == "sqlite" else "run#2"
+    with el.open(f"{scheme}://{'/' if scheme == 'sqlite' else ''}{name}") as store:
+        store.append("s", [el.ModelInput.from_text("hi")])
+        assert name in store.location
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("run")) == [name]
