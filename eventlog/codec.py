@@ -281,11 +281,16 @@ class Codec:
         meta = (
             b"" if type(meta_map) is dict and not meta_map else self._encode_meta(meta_map, index)
         )
-        plain = self._encode_payload(data, kind, index)
+        plain, data = self._encode_payload(data, kind, index)
         return Encoded(event_id, kind.tag, kind.version, plain, meta, causation, correlation, data)
 
-    def _encode_payload(self, data: EventData, kind: _Kind, index: int) -> bytes:
-        """A payload's bytes, once it is known to read back as itself (see `_Kind.decode`)."""
+    def _encode_payload(self, data: EventData, kind: _Kind, index: int) -> tuple[bytes, EventData]:
+        """A payload's bytes, once it is known to read back as itself (see `_Kind.decode`).
+
+        With them the payload as reads will give it: `data` itself, or its decoded copy when
+        that holds equal values in other containers or number types (a list where `data` has
+        a tuple), so an append returns exactly what reading the event returns later.
+        """
         try:
             plain: bytes = self._encode(data)
         except (TypeError, ValueError, OverflowError, BufferError, AttributeError) as exc:
@@ -303,7 +308,7 @@ class Codec:
         try:
             # A yes also rules out msgspec.Raw, the only way to a line break in JSON output.
             if kind.decodes is not None and kind.decodes(data):
-                return plain
+                return plain, data
         except RecursionError:
             pass  # too deep for the quick check: the decoder and the comparison decide
         if self.format == "json" and b"\n" in plain:
@@ -323,7 +328,7 @@ class Codec:
                 index=index,
             ) from None
         _check_reads_back(data, decoded, "data", index)
-        return plain
+        return plain, decoded
 
     def _kind(self, data: object, index: int) -> _Kind:
         """How to encode a payload class (tag, version, checks), checking it is registered."""

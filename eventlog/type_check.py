@@ -8,9 +8,10 @@ None, bytes, `Any`, tuples and lists, str-keyed dicts, Structs, tagged unions of
 Literals, Optional, UUIDs, dates, naive or UTC datetimes, naive times, members of a plain
 Enum), a check generated from the class answers first by looking at types alone: when it says
 yes, the decode could neither fail nor change a value, and is skipped (untyped values must be
-`round_trip.plain`). When it says no, or when the class holds anything else (constraints,
-Decimals, timedeltas, Flag enums, other unions), the decode and the comparison run and give the
-answer and its message. So the check only ever saves time.
+`round_trip.plain_listed`: a tuple there reads back as a list, equal but not the same, and an
+append returns its events as reads will give them). When it says no, or when the class holds
+anything else (constraints, Decimals, timedeltas, Flag enums, other unions), the decode and the
+comparison run and give the answer and its message. So the check only ever saves time.
 
 Why a yes is exact: the value was just encoded by msgspec (so its strings are valid UTF-8 and
 its ints fit the format), every field holds exactly the type its decoder accepts (a tuple in a
@@ -39,7 +40,7 @@ from uuid import UUID
 from msgspec import inspect as mi
 
 from eventlog.json_exact import attribute_name
-from eventlog.round_trip import INT_RANGE, plain, plain_listed
+from eventlog.round_trip import INT_RANGE, plain_listed
 
 Check = Callable[[Any], bool]
 """True when the value's typed decode cannot fail nor change it; False when it must run."""
@@ -108,14 +109,11 @@ class _Builder:
 
     def __init__(self) -> None:
         self.names: dict[str, Any] = {"INT_LO": INT_RANGE[0], "INT_HI": INT_RANGE[1]}
-        self.names.update(plain=plain, plain_listed=plain_listed, UTC=UTC, UUID=UUID)
+        self.names.update(plain_listed=plain_listed, UTC=UTC, UUID=UUID)
         self.names.update(datetime=datetime, date=date, time=time)
-        self.seen_by_post_init = 0
-        """How many of the records being generated have a `__post_init__`: inside one, an
-        untyped value must hold lists, not tuples (decode gives lists; it must see the same)."""
         self.building: list[type] = []
         self.counter = 0
-        self.functions: dict[tuple[type, bool], str] = {}
+        self.functions: dict[type, str] = {}
         """Classes too big to inline -> the name of the function checking one."""
         self.source: list[str] = []
 
@@ -127,13 +125,12 @@ class _Builder:
 
     def nested(self, cls: type, var: str, depth: int) -> list[str]:
         """`struct`'s statements for a record inside another: inlined, or a call if long."""
-        key = (cls, self.seen_by_post_init > 0)
-        name = self.functions.get(key)
+        name = self.functions.get(cls)
         if name is None:
             body = self.struct(cls, var, depth)
             if len(body) <= _INLINE_LINES:
                 return body
-            name = self.functions[key] = self.fresh("check_")
+            name = self.functions[cls] = self.fresh("check_")
             self.source += [f"def {name}(v):", *self.struct(cls, "v", 1), "    return True"]
         return [f"{'    ' * depth}if not {name}({var}): return False"]
 
@@ -162,7 +159,6 @@ class _Builder:
             # check must not change the caller's payload: decode runs it on a copy instead.
             raise _Unsupported(f"{cls.__name__} has a __post_init__ not known to only check")
         self.building.append(cls)
-        self.seen_by_post_init += post_init
         pad = "    " * depth
         lines: list[str] = []
         for field in info.fields:
@@ -177,13 +173,7 @@ class _Builder:
             lines += [f"{pad}try:", f"{pad}    {var}.__post_init__()", f"{pad}except Exception:"]
             lines += [f"{pad}    return False"]
         self.building.pop()
-        self.seen_by_post_init -= post_init
         return lines
-
-    @property
-    def plain(self) -> str:
-        """The name of the untyped-value test for the place being generated."""
-        return "plain_listed" if self.seen_by_post_init else "plain"
 
     def value(self, t: mi.Type, var: str, depth: int) -> list[str]:
         """Statements that `return False` unless `var` holds exactly what type `t` decodes."""
@@ -192,7 +182,7 @@ class _Builder:
             return self.value(t.type, var, depth)  # titles, descriptions: no constraint
         if isinstance(t, mi.AnyType):  # untyped: what reads back as itself (see round_trip)
             return [
-                f"{pad}if {_NOT_SCALAR.format(v=var)} and not {self.plain}({var}): return False"
+                f"{pad}if {_NOT_SCALAR.format(v=var)} and not plain_listed({var}): return False"
             ]
         scalar = _SCALARS.get(type(t))
         if scalar is not None:
@@ -243,9 +233,10 @@ class _Builder:
         pad = "    " * depth
         _no_constraints(t, "min_length", "max_length")
         kind = "list" if isinstance(t, mi.ListType) else "tuple"
-        if isinstance(t.item_type, mi.AnyType) and not self.seen_by_post_init:
-            # One walk over the items, not a call each (the container may be a tuple here).
-            return [f"{pad}if type({var}) is not {kind} or not plain({var}): return False"]
+        if isinstance(t.item_type, mi.AnyType):
+            # One walk over the items, not a call each (a tuple's items walked as a list's).
+            items = var if kind == "list" else f"list({var})"
+            return [f"{pad}if type({var}) is not {kind} or not plain_listed({items}): return False"]
         item = self.fresh("i")
         body = self.value(t.item_type, item, depth + 1)
         lines = [f"{pad}if type({var}) is not {kind}: return False"]

@@ -242,6 +242,21 @@ class BackendContract:
         assert read.type == "model_input"
         assert abs(read.ts - time.time_ns()) < 60 * 10**9
 
+    def test_append_returns_values_as_reads_give_them(self, store: el.Store) -> None:
+        """Equal values in another container come back from `append` as reads give them.
+
+        A tuple in an untyped field reads back as a list, a list in a tuple field as a tuple;
+        the append, a retry of it and a read return the same event.
+        """
+        batch = [
+            el.Event(data=el.Custom(kind="k", data=(1, (2, 3)))),
+            el.Event(data=el.ModelInput(sections=[el.Section(text="hi")])),  # type: ignore[arg-type]
+        ]
+        first = store.append("s", batch)
+        assert first[0].data == el.Custom(kind="k", data=[1, [2, 3]])
+        assert type(first[1].data.sections) is tuple  # type: ignore[attr-defined]
+        assert first == list(store.read("s")) == store.append("s", batch)
+
     def test_bare_event_data_is_wrapped(self, store: el.Store) -> None:
         (rec,) = store.append("s", [el.Checkpoint(label="start")])
         assert el.events.is_event_id(rec.id)
