@@ -1346,18 +1346,33 @@ class JSONLBackend(Backend):
         return None
 
     def get_by_ids(self, ids: Sequence[str]) -> dict[str, Record]:
-        """Look ids up in the index, then read their lines."""
+        """Look ids up in the index, then read their lines: consecutive seqs with one read.
+
+        A retry of a batch asks for every event of it; one read per event would scan the
+        batch's lines up to each of them, a time that grows with the square of its size.
+        """
         with self._mutex:
             self._refresh()
-            out = {}
+            wanted: dict[str, list[tuple[int, str]]] = {}
             for event_id in ids:
                 pos = self._ids.get(event_id)
                 if pos is None:
                     continue
                 b = self._batches[bisect.bisect_right(self._positions, pos) - 1]
-                st = self._streams[b.stem]
-                seq = b.seq + pos - b.pos
-                out[event_id] = self._read_range(st, seq, seq)[0]
+                wanted.setdefault(b.stem, []).append((b.seq + pos - b.pos, event_id))
+            out = {}
+            for stem, found in wanted.items():
+                st = self._streams[stem]
+                found.sort()
+                start = 0
+                for end in range(1, len(found) + 1):
+                    if end < len(found) and found[end][0] - found[end - 1][0] <= 1:
+                        continue
+                    lo = found[start][0]
+                    records = self._read_range(st, lo, found[end - 1][0])
+                    for seq, event_id in found[start:end]:
+                        out[event_id] = records[seq - lo]
+                    start = end
             return out
 
     def head_position(self) -> int:

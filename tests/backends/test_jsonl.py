@@ -1213,3 +1213,35 @@ def test_other_files_among_the_snapshots_are_not_snapshots(root: Path) -> None:
             (folder / junk).write_bytes(b"not a snapshot")
         assert backend.snapshot_seqs("a", "conversation", 1) == [2]
         assert runner.state("a").seq == 3
+
+
+def test_a_retried_batch_is_read_back_in_one_pass(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry looks up every event of its batch: consecutive seqs take one read of the file,
+    not one scan of the batch's lines per event (a time growing with the batch's square)."""
+    with el.open(f"jsonl://{root}") as store:
+        batch = text_events(3000)
+        store.append("s", batch)
+        store.append("t", text_events(5))
+        reads: list[tuple[int, int]] = []
+        read_range = JSONLBackend._read_range
+
+        def counted(self: JSONLBackend, st: object, lo: int, hi: int) -> list[Record]:
+            reads.append((lo, hi))
+            return read_range(self, st, lo, hi)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(JSONLBackend, "_read_range", counted)
+        assert [e.seq for e in store.append("s", batch)] == list(range(1, 3001))
+        assert reads == [(1, 3000)]
+        reads.clear()
+        ids = [e.id for e in batch]
+        found = _backend(store).get_by_ids([ids[9], ids[2], ids[3], ids[4], "missing", ids[0]])
+        assert {i: r.seq for i, r in found.items()} == {
+            ids[0]: 1,
+            ids[2]: 3,
+            ids[3]: 4,
+            ids[4]: 5,
+            ids[9]: 10,
+        }
+        assert reads == [(1, 1), (3, 5), (10, 10)]
