@@ -35,7 +35,7 @@ from eventlog.events import (
 )
 from eventlog.json_exact import Check, NotJSON, check_untyped
 from eventlog.json_exact import checker as json_checker
-from eventlog.round_trip import differs
+from eventlog.round_trip import MAX_NESTING, differs, too_deep
 from eventlog.round_trip import plain as plain_value
 from eventlog.type_check import Check as TypeCheck
 from eventlog.type_check import fast_check
@@ -43,7 +43,7 @@ from eventlog.type_check import fast_check
 Format = Literal["msgpack", "json"]
 
 _uuid_match = UUID_PATTERN.match
-_bad_char = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]").search
+_bad_char = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]").search
 _surrogate = re.compile(r"[\ud800-\udfff]").search
 """Control characters, and lone surrogates (no UTF-8 form: no file name, key or column)."""
 GENESIS = bytes(32)
@@ -176,7 +176,7 @@ def _registered_union() -> PayloadTypes | None:
         union = cls if union is None else union | cls
     try:
         msgspec.json.Decoder(union)
-    except TypeError:
+    except (TypeError, NameError):  # NameError: a class names a type not defined (yet)
         types = None
     else:
         types = PayloadTypes(union, current)
@@ -250,6 +250,15 @@ class Codec:
 
     def encode_events(self, events: Iterable[Event | EventData]) -> list[Encoded]:
         """`encode_event` for each event of one append (its index names it in errors)."""
+        if isinstance(events, (Event, EventData, str, bytes, bytearray, dict)) or not hasattr(
+            type(events), "__iter__"
+        ):
+            one = isinstance(events, (Event, EventData))
+            raise ValidationError(
+                f"must be a list of events, got {type(events).__name__}"
+                + (" (for one event, pass [event])" if one else ""),
+                field="events",
+            )
         encode = self.encode_event
         return [encode(e, i) for i, e in enumerate(events)]
 
@@ -313,6 +322,7 @@ class Codec:
             pass  # too deep for the quick check: the decoder and the comparison decide
         if self.format == "json" and b"\n" in plain:
             raise _line_break("data", index)
+        _check_depth(data, "data", index)
         try:
             decoded = kind.decode(plain)
         except msgspec.MsgspecError as exc:
@@ -345,7 +355,12 @@ class Codec:
                 field="data",
                 index=index,
             )
-        version, decode = self._decoders.get(tag) or self._decoder_for(tag, cls)
+        try:
+            version, decode = self._decoders.get(tag) or self._decoder_for(tag, cls)
+        except (TypeError, NameError) as exc:  # a field type msgspec cannot decode, or undefined
+            raise ValidationError(
+                f"event kind {cls.__name__} cannot be stored: {exc}", field="data", index=index
+            ) from None
         json_check = json_checker(cls) if self.format == "json" else None
         fast = fast_check(cls)
         kind = _Kind(tag, version, json_check, decode, fast)
@@ -380,6 +395,7 @@ class Codec:
         if self.format == "json" and b"\n" in encoded:
             raise _line_break("meta", index)
         if not plain_value(meta):  # a UUID, an enum, a datetime...: does it read back?
+            _check_depth(meta, "meta", index)
             try:
                 decoded = self._meta_decoder.decode(encoded)
             except msgspec.MsgspecError as exc:  # an Ext or a Raw value, say
@@ -640,6 +656,17 @@ def _check_reads_back(value: object, decoded: object, field: str, index: int) ->
         ) from None
     if where is not None:
         raise ValidationError(f"would not read back as appended: {where}", field=field, index=index)
+
+
+def _check_depth(value: object, field: str, index: int) -> None:
+    """Raise ValidationError if values nest in `value` deeper than any reader could decode."""
+    if too_deep(value):
+        raise ValidationError(
+            f"nests more than {MAX_NESTING} levels deep (lists, dicts, records); deeper values "
+            "could not be read back by code running deeper in the call stack",
+            field=field,
+            index=index,
+        )
 
 
 def _line_break(field: str, index: int) -> ValidationError:

@@ -54,8 +54,24 @@ def register_event_type(cls: _T) -> _T:
     known = _REGISTRY.get(tag)
     if known is not None and known is not cls:
         raise UsageError(f"tag {tag!r} is already registered by {known.__qualname__}")
+    _check_decodable(cls)
     _REGISTRY[tag] = cls
     return cls
+
+
+def _check_decodable(cls: type) -> None:
+    """Raise UsageError if msgspec cannot decode the class (`bytes | str`, an Enum of floats).
+
+    Such a class could never be appended. A name not defined yet (a forward reference to a
+    class further down the module) is left for the first append to resolve.
+    """
+    for decoder in (msgspec.msgpack.Decoder, msgspec.json.Decoder):
+        try:
+            decoder(cls)
+        except TypeError as exc:
+            raise UsageError(f"{cls.__qualname__} cannot be stored: {exc}") from None
+        except NameError:
+            return
 
 
 def event_type(tag: str) -> type[EventData] | None:

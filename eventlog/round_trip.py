@@ -30,41 +30,81 @@ INT_RANGE = (-(1 << 63), (1 << 64) - 1)
 """Integers both formats write and read back as ints (MessagePack: int64 and uint64)."""
 
 
-def plain_listed(value: Any) -> bool:
-    """`plain`, with lists only: a tuple in an untyped place reads back as a list.
+MAX_NESTING = 256
+"""The deepest a payload's or meta's values may nest (levels of lists, dicts and records).
 
-    For values a `__post_init__` can see: it must see what decode will give it.
-    """
-    return plain(value, (list,))
+msgspec decodes nested values recursively, within Python's recursion limit less the frames of
+its caller: a value nested 990 deep that decodes at append could not be read by code 40 frames
+deeper. A fixed cap, far below the limit, makes what is accepted readable from any caller.
+"""
 
 
-def plain(value: Any, arrays: tuple[type, ...] = (list, tuple)) -> bool:
+def plain_listed(value: Any, limit: int = MAX_NESTING) -> bool:
+    """`plain`, with lists only: a tuple in an untyped place reads back as a list."""
+    return plain(value, (list,), limit)
+
+
+def plain(value: Any, arrays: tuple[type, ...] = (list, tuple), limit: int = MAX_NESTING) -> bool:
     """Whether an untyped value reads back as itself in both formats, by its types alone.
 
-    str, bool, None, 64-bit ints, floats, lists and tuples of them, str-keyed dicts of them.
-    (JSON's NaN and infinities are refused before this by `json_exact`.) A loop, not recursion:
-    any depth the encoder took is fine.
+    str, bool, None, 64-bit ints, floats, lists and tuples of them, str-keyed dicts of them,
+    nested at most `limit` levels. (JSON's NaN and infinities are refused before this by
+    `json_exact`.) Level by level, not recursion: any depth the encoder took is fine.
     """
-    stack = [value]
-    pop, extend = stack.pop, stack.extend
+    level = [value]
     lo, hi = INT_RANGE
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is str or kind is bool or item is None or kind is float:
-            continue
-        if kind is int:
-            if not lo <= item <= hi:
-                return False
-        elif kind in arrays:
-            extend(item)
-        elif kind is dict:
-            for key in item:
-                if type(key) is not str:
+    depth = 0
+    while level:
+        inner: list[Any] = []
+        extend = inner.extend
+        for item in level:
+            kind = type(item)
+            if kind is str or kind is bool or item is None or kind is float:
+                continue
+            if kind is int:
+                if not lo <= item <= hi:
                     return False
-            extend(item.values())
-        else:
+            elif kind in arrays:
+                extend(item)
+            elif kind is dict:
+                for key in item:
+                    if type(key) is not str:
+                        return False
+                extend(item.values())
+            else:
+                return False
+        if inner:
+            depth += 1
+            if depth > limit:
+                return False
+        level = inner
+    return True
+
+
+def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether values nest in `value` more than `limit` levels (lists, dicts, sets, records).
+
+    Level by level, as `plain` counts, over any value the encoder takes.
+    """
+    level = [value]
+    for _ in range(limit + 1):  # pass k finds the values at depth k + 1
+        inner: list[Any] = []
+        extend = inner.extend
+        for item in level:
+            if isinstance(item, (str, bytes, int, float)) or item is None:
+                continue
+            if isinstance(item, (list, tuple, set, frozenset)):
+                extend(item)
+            elif isinstance(item, dict):
+                extend(item)
+                extend(item.values())
+            elif isinstance(item, msgspec.Struct):
+                extend(getattr(item, name, None) for name in item.__struct_fields__)
+            elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+                extend(getattr(item, f.name, None) for f in dataclasses.fields(item))
+        if not inner:
             return False
+        level = inner
     return True
 
 

@@ -203,7 +203,7 @@ class Store:
                     raise ConcurrencyError(stream, expected_seq, tail_seq)
             return []
         if len(encoded) > 1 and len({e.id for e in encoded}) != len(encoded):
-            raise ValidationError("the same event id appears twice in one batch", field="id")
+            raise _repeated_id(encoded)
         locks = self._stream_locks
         locks.acquire(stream)
         try:
@@ -503,7 +503,11 @@ class Store:
     def _read_page(
         self, stream: str, first: int, last: int | None, backwards: bool, n: int
     ) -> list[RecordedEvent]:
-        """One page of a stream's own events, decoded (whole pages: cheaper than a yield each)."""
+        """One page of a stream's own events, decoded (whole pages: cheaper than a yield each).
+
+        A read begun before `close` is refused its next page, on every backend alike.
+        """
+        self._check_open()
         return self._backend.read_events(
             stream, first, last, self._codec, backwards=backwards, limit=n
         )
@@ -545,6 +549,7 @@ class Store:
         codec = self._codec
         while remaining is None or remaining > 0:
             n = PAGE if remaining is None else min(PAGE, remaining)
+            self._check_open()  # as in `_read_page`
             page = backend.read_all_events(after, n, codec)
             yield page
             if remaining is not None:
@@ -925,6 +930,18 @@ def check_poll_interval(value: object) -> float:
             f"must be a positive number of seconds, got {value!r}", field="poll_interval"
         )
     return seconds
+
+
+def _repeated_id(encoded: list[Encoded]) -> ValidationError:
+    """The error for a batch holding one event id twice, naming both events."""
+    first: dict[str, int] = {}
+    for i, e in enumerate(encoded):
+        j = first.setdefault(e.id, i)
+        if j != i:
+            return ValidationError(
+                f"repeats the id {e.id} of event #{j} in the same batch", field="id", index=i
+            )
+    raise AssertionError("no id is repeated")
 
 
 def _check_expected(expected: object) -> None:

@@ -40,7 +40,7 @@ from uuid import UUID
 from msgspec import inspect as mi
 
 from eventlog.json_exact import attribute_name
-from eventlog.round_trip import INT_RANGE, plain_listed
+from eventlog.round_trip import INT_RANGE, MAX_NESTING, plain_listed
 
 Check = Callable[[Any], bool]
 """True when the value's typed decode cannot fail nor change it; False when it must run."""
@@ -118,6 +118,9 @@ class _Builder:
         self.source: list[str] = []
 
     def build(self, cls: type) -> Check:
+        # An untyped value may nest as deep as leaves the whole payload within MAX_NESTING from
+        # its root (as the decode path counts it), wherever in the record it sits.
+        self.names["LIMIT"] = MAX_NESTING - _reach(mi.type_info(cls), set())
         lines = ["def check(v):", *self.struct(cls, "v", 1), "    return True"]
         exec("\n".join(self.source + lines), self.names)  # code from field names and types
         check: Check = self.names["check"]
@@ -181,9 +184,8 @@ class _Builder:
         if isinstance(t, mi.Metadata):
             return self.value(t.type, var, depth)  # titles, descriptions: no constraint
         if isinstance(t, mi.AnyType):  # untyped: what reads back as itself (see round_trip)
-            return [
-                f"{pad}if {_NOT_SCALAR.format(v=var)} and not plain_listed({var}): return False"
-            ]
+            test = f"{_NOT_SCALAR.format(v=var)} and not plain_listed({var}, LIMIT)"
+            return [f"{pad}if {test}: return False"]
         scalar = _SCALARS.get(type(t))
         if scalar is not None:
             test, constraints = scalar
@@ -236,7 +238,8 @@ class _Builder:
         if isinstance(t.item_type, mi.AnyType):
             # One walk over the items, not a call each (a tuple's items walked as a list's).
             items = var if kind == "list" else f"list({var})"
-            return [f"{pad}if type({var}) is not {kind} or not plain_listed({items}): return False"]
+            test = f"not plain_listed({items}, LIMIT + 1)"  # counted from their container
+            return [f"{pad}if type({var}) is not {kind} or {test}: return False"]
         item = self.fresh("i")
         body = self.value(t.item_type, item, depth + 1)
         lines = [f"{pad}if type({var}) is not {kind}: return False"]
@@ -298,6 +301,29 @@ _MAX_NESTING = 20
 _INLINE_LINES = 40
 """A nested record's check this long or shorter is inlined; a longer one is a function (the
 generated code stays linear in the size of the type graph)."""
+
+
+def _reach(t: mi.Type, seen: set[type]) -> int:
+    """How many levels below a value of type `t` its deepest untyped value can sit (0 if none).
+
+    Types the generator does not take count 0: their classes get no check anyway.
+    """
+    if isinstance(t, mi.Metadata):
+        return _reach(t.type, seen)
+    if isinstance(t, (mi.ListType, mi.VarTupleType)):
+        return 1 + _reach(t.item_type, seen)
+    if isinstance(t, mi.DictType):
+        return 1 + _reach(t.value_type, seen)
+    if isinstance(t, mi.UnionType):
+        return max(_reach(m, seen) for m in t.types)
+    if isinstance(t, mi.StructType):
+        if t.cls in seen:  # refers to itself: no check is generated
+            return 0
+        seen.add(t.cls)
+        deepest = max((_reach(f.type, seen) for f in t.fields), default=0)
+        seen.discard(t.cls)
+        return 1 + deepest
+    return 0
 
 
 def _no_constraints(t: mi.Type, *attributes: str) -> None:

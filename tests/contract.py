@@ -40,6 +40,7 @@ from hypothesis.stateful import (
 
 import eventlog as el
 from eventlog.codec import Codec
+from eventlog.round_trip import MAX_NESTING
 from tests.strategies import events as event_strategy
 
 FreshURL = Callable[[], str]
@@ -387,9 +388,52 @@ class BackendContract:
 
     def test_duplicate_id_in_one_batch_is_rejected(self, store: el.Store) -> None:
         ev = el.Event(data=el.Checkpoint(label="x"))
-        with pytest.raises(el.ValidationError):
-            store.append("s", [ev, ev])
+        with pytest.raises(el.ValidationError, match="event #2, field 'id'.* of event #0") as err:
+            store.append("s", [ev, el.Checkpoint(label="y"), ev])
+        assert err.value.index == 2
         assert not store.exists("s")
+
+    @pytest.mark.parametrize(
+        "batch",
+        [el.Checkpoint(label="x"), el.Event(data=el.Checkpoint(label="x")), None, "text", b"x"],
+        ids=["payload", "event", "none", "str", "bytes"],
+    )
+    def test_a_batch_that_is_no_list_of_events_is_refused(
+        self, store: el.Store, batch: Any
+    ) -> None:
+        with pytest.raises(el.ValidationError, match="field 'events'.*a list"):
+            store.append("s", batch)
+        assert not store.exists("s")
+
+    def test_values_nested_deeper_than_readers_can_decode_are_refused(
+        self, store: el.Store
+    ) -> None:
+        """A payload or meta nested more than MAX_NESTING levels is refused, whatever the format;
+        one at the limit reads back from code running hundreds of frames deeper."""
+
+        def nest(n: int) -> Any:
+            v: Any = 1
+            for _ in range(n):
+                v = [v]
+            return v
+
+        def deeper(frames: int, call: Callable[[], Any]) -> Any:
+            return deeper(frames - 1, call) if frames else call()
+
+        limit = MAX_NESTING
+        for too_deep in (
+            el.Custom(kind="k", data=nest(limit)),  # the record is a level too
+            el.Custom(kind="k", data=(nest(limit),)),  # decoded, not vouched for
+            el.Event(data=el.Checkpoint(label="x"), meta={"m": nest(limit)}),
+        ):
+            with pytest.raises(el.ValidationError, match=f"more than {limit} levels"):
+                store.append("s", [too_deep])
+        assert not store.exists("s")
+        store.append("s", [el.Custom(kind="k", data=nest(limit - 1))])
+        store.append("s", [el.Event(data=el.Checkpoint(label="x"), meta={"m": nest(limit - 2)})])
+        got = deeper(500, lambda: list(store.read("s")))
+        assert got[0].data == el.Custom(kind="k", data=nest(limit - 1))
+        assert deeper(500, store.verify).ok
 
     def test_unregistered_event_type_is_rejected(self, store: el.Store) -> None:
         class Unregistered(el.EventData, frozen=True, tag="test.unregistered"):
@@ -407,6 +451,8 @@ class BackendContract:
             "tab\there",
             "a\x7fb",
             "end\x1f",
+            "a\x85b",  # NEL, a line break to str.splitlines()
+            "\x9b",
             "x" * 201,
             None,
             "a\ud800",
@@ -950,6 +996,17 @@ class BackendContract:
             store.append("s", text_events(1))
         with pytest.raises(el.StoreClosedError):
             list(store.read("s"))
+
+    def test_a_read_begun_before_close_ends_with_the_store(self, fresh_url: FreshURL) -> None:
+        """Pages not yet read when the store closes are refused, on every backend alike."""
+        store = el.open(fresh_url())
+        store.append("s", text_events(2500))
+        events, everything = store.read("s"), store.read_all()
+        assert next(events).seq == 1 and next(everything).position == 1
+        store.close()
+        for rest in (events, everything):
+            with pytest.raises(el.StoreClosedError):
+                list(rest)
 
     def test_a_forked_child_must_open_the_store_again(self, fresh_url: FreshURL) -> None:
         """A store inherited across os.fork() refuses every call in the child (UsageError), and

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import msgspec
 import pytest
 
 import eventlog as el
+from eventlog import events
 from eventlog.backends.base import Record
 from eventlog.codec import Codec
+from eventlog.events import event_type, tag_of
 from tests.schema_samples import DATA, samples
 
 
@@ -83,6 +86,52 @@ def test_register_rejects_conflicts_and_non_events() -> None:
 
     with pytest.raises(el.UsageError):
         el.register_event_type(int)  # type: ignore[type-var]
+
+
+class Level(enum.Enum):
+    LOW = 0.5
+
+
+class Unclear(el.EventData, frozen=True, tag="test.unclear"):
+    body: bytes | str
+
+
+class FloatEnum(el.EventData, frozen=True, tag="test.float_enum"):
+    level: Level
+
+
+class Later(el.EventData, frozen=True, tag="test.later"):
+    """Names a class defined further down (resolved when first appended)."""
+
+    part: Part | None = None
+
+
+class Undefined(el.EventData, frozen=True, tag="test.undefined"):
+    part: NowhereDefined | None = None  # type: ignore[name-defined]  # noqa: F821
+
+
+class Part(msgspec.Struct, frozen=True):
+    n: int = 0
+
+
+@pytest.mark.parametrize(("cls", "reason"), [(Unclear, "str-like"), (FloatEnum, "all str")])
+def test_a_class_msgspec_cannot_decode_is_refused_when_registered(
+    cls: type[el.EventData], reason: str
+) -> None:
+    with pytest.raises(el.UsageError, match=f"{cls.__name__} cannot be stored: .*{reason}"):
+        el.register_event_type(cls)
+    assert event_type(tag_of(cls)) is None
+
+
+def test_a_name_defined_later_is_resolved_on_append(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "_REGISTRY", events.registered_event_types())  # undone after
+    el.register_event_type(Later)
+    el.register_event_type(Undefined)
+    with el.open("memory://") as store:
+        assert store.append("s", [Later(part=Part(n=1))])[0].data == Later(part=Part(n=1))
+        with pytest.raises(el.ValidationError, match="Undefined cannot be stored: .*Nowhere"):
+            store.append("s", [Undefined()])
+        assert [e.data for e in store.read("s")] == [Later(part=Part(n=1))]
 
 
 def test_upcaster_applies_on_read_and_missing_one_is_corruption() -> None:

@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 import eventlog as el
-from eventlog.round_trip import differs, plain
+from eventlog.round_trip import MAX_NESTING, differs, plain, too_deep
 from eventlog.type_check import fast_check
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
@@ -124,7 +124,23 @@ def test_deep_values_are_compared_without_recursion() -> None:
     deep: Any = "leaf"
     for _ in range(50_000):
         deep = [deep]
-    assert plain(deep) and differs(deep, deep) is None
+    assert plain(deep, limit=50_000) and differs(deep, deep) is None
+    assert too_deep(deep) and not plain(deep)  # deeper than MAX_NESTING: readers could not
+
+
+def test_nesting_is_counted_in_levels_of_values() -> None:
+    def nest(n: int) -> Any:
+        v: Any = 1
+        for _ in range(n):
+            v = [v]
+        return v
+
+    assert plain(nest(MAX_NESTING)) and not plain(nest(MAX_NESTING + 1))
+    assert not too_deep(nest(MAX_NESTING)) and too_deep(nest(MAX_NESTING + 1))
+    assert not too_deep({"a": nest(MAX_NESTING - 1)}) and too_deep({"a": nest(MAX_NESTING)})
+    assert plain([[], {}], limit=1) and not too_deep([[], {}], limit=1)  # empty: no level below
+    record = el.Custom(kind="k", data=nest(MAX_NESTING - 1))
+    assert not too_deep(record) and too_deep(el.Custom(kind="k", data=(nest(MAX_NESTING),)))
 
 
 @el.register_event_type
