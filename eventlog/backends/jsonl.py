@@ -492,6 +492,10 @@ class JSONLBackend(Backend):
         self._streams_dir = self.root / "streams"
         self._index_path = self.root / "index.log"
         self._mutex = threading.RLock()
+        self._writing = threading.Lock()
+        """Held by the thread writing (a commit, a fork, close) from before the file lock on:
+        `_mutex` is taken only once the file lock is, so this process's readers never wait
+        while its writer waits for another process's."""
         self._closed = False
         self._open_fds = 0
         self._dirty: set[int] = set()
@@ -694,9 +698,7 @@ class JSONLBackend(Backend):
         if not self._load_index(size):
             self._rebuild("index has a malformed or inconsistent line")
             return
-        if self._seen != size:
-            line = len(os.pread(self._index_fd, self._seen, 0).splitlines()) + 1
-            self._cut(self._index_path, self._index_fd, line, self._seen, "torn index line")
+        self._cut_torn_index()
         if set(self._streams) - on_disk:
             self._rebuild("index names stream files that do not exist")
             return
@@ -730,6 +732,18 @@ class JSONLBackend(Backend):
                 return
             head = max(head, b.pos + b.n - 1)
         self._roll_forward(found)
+
+    def _cut_torn_index(self) -> None:
+        """Cut (and report) the torn index line a killed writer left past the complete ones.
+
+        Called with the write lock held, after the complete lines are loaded: no live writer is
+        halfway through a line, so the rest is a dead one's, never acknowledged. Left there, the
+        next index line would be glued onto it, and every process would find the index broken.
+        """
+        size = os.fstat(self._index_fd).st_size
+        if size > self._seen:
+            line = len(os.pread(self._index_fd, self._seen, 0).splitlines()) + 1
+            self._cut(self._index_path, self._index_fd, line, self._seen, "torn index line")
 
     def _ends_with_newline(self, st: _Stream) -> bool:
         return os.pread(self._fd(st), 1, st.end - 1) == b"\n"
@@ -948,8 +962,9 @@ class JSONLBackend(Backend):
 
     def _commit_group(self, group: list[Job]) -> bool:
         """Stage every append of the group, sync the files written once each, index them."""
-        with self._mutex, self._write_lock():
+        with self._writing, self._write_lock(), self._mutex:
             self._refresh()
+            self._cut_torn_index()
             self._staged = 0
             done: list[tuple[Job, _Staged]] = []
             for job in group:
@@ -1385,8 +1400,9 @@ class JSONLBackend(Backend):
 
     def create_fork(self, fork: ForkInfo) -> None:
         """Write the fork into the stream file's header, then an index line announcing it."""
-        with self._mutex, self._write_lock():
+        with self._writing, self._write_lock(), self._mutex:
             self._refresh()
+            self._cut_torn_index()
             st = self._stream(fork.stream, on_disk=True)
             if st is not None:
                 self._roll_forward(self._tail(st))
@@ -1498,7 +1514,7 @@ class JSONLBackend(Backend):
 
     def close(self) -> None:
         """Sync files written with durability "batch", then close every file."""
-        with self._mutex:
+        with self._writing, self._mutex:
             if self._closed:
                 return
             self._closed = True
@@ -1553,8 +1569,8 @@ class _FileLock:
         self._timeout = timeout
 
     def __enter__(self) -> None:
-        # Checked under the backend's mutex, as close() closes the fd under it: a closed fd's
-        # number may already belong to another file.
+        # Checked holding the backend's `_writing` lock, as close() closes the fd holding it: a
+        # closed fd's number may already belong to another file.
         if self._backend._closed:
             raise StoreClosedError(f"store {self._backend.location} is closed")
         deadline = time.monotonic() + self._timeout

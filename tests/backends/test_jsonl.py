@@ -1245,3 +1245,65 @@ def test_a_retried_batch_is_read_back_in_one_pass(
             ids[9]: 10,
         }
         assert reads == [(1, 1), (3, 5), (10, 10)]
+
+
+@pytest.mark.parametrize("then", ["append", "fork"])
+def test_a_torn_index_line_is_cut_by_a_writer_that_had_the_store_open(
+    root: Path, then: str
+) -> None:
+    """A writer killed halfway through its index line leaves a torn line. A store that was open
+    before cuts it before writing its own: its acknowledged append keeps its position, and
+    neither it nor a later open finds the index broken."""
+    with _open(root) as live:
+        live.append("b", _events(1, "b"))
+        with _open(root) as dead:  # another writer, whose index line the crash tears
+            dead.append("a", _events(200, "a"))
+        index = root / "index.log"
+        data = index.read_bytes()
+        start = data.rstrip(b"\n").rfind(b"\n") + 1
+        index.write_bytes(data[: start + (len(data) - start) // 2])
+        if then == "fork":
+            live.fork("b", "c", 1)
+        (event,) = live.append("b", _events(1, "b2"))
+        assert event.position == 2
+        assert [e.position for e in live.read("b")] == [1, 2]
+        (repair,) = (r for r in _backend(live).repairs if r.file == str(index))
+        assert repair.reason == "torn index line" and repair.line == 2
+    with _open(root) as reopened:
+        assert [e.position for e in reopened.read("b")] == [1, 2]
+        assert not reopened.exists("a")  # never acknowledged: cut as positions taken since
+        assert reopened.verify().ok
+
+
+def test_reads_go_on_while_an_append_waits_for_another_process(root: Path) -> None:
+    """An append waiting for the write lock another process holds keeps no reader waiting."""
+    holder_code = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    with _open(root, lock_timeout=10) as store:
+        store.append("s", _events(3))
+        with subprocess.Popen(
+            [sys.executable, "-c", holder_code, str(root / "lock")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as holder:
+            assert holder.stdout is not None and holder.stdin is not None
+            assert holder.stdout.readline() == "locked\n"
+            waiting = threading.Thread(target=store.append, args=("t", _events(1)))
+            waiting.start()
+            try:
+                time.sleep(0.3)  # the append is waiting for the file lock
+                started = time.monotonic()
+                assert _texts(store, "s") == ["m0", "m1", "m2"] and store.head_position() == 3
+                assert time.monotonic() - started < 1.5
+                assert waiting.is_alive()
+            finally:
+                holder.stdin.write("\n")
+                holder.stdin.flush()
+                waiting.join(10)
+        assert store.head_position() == 4
