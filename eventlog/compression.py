@@ -235,7 +235,7 @@ class Compression:
             size = zstd.frame_content_size(frame)
             if not 0 <= size <= MAX_PLAIN_BYTES:
                 raise _corrupt(rec, location, f"zstd frame declares a bad size ({size})")
-            plain: bytes = dec.decompress(frame)
+            plain: bytes = dec.decompress(frame, allow_extra_data=False)  # nothing after it
         except zstd.ZstdError as exc:
             raise _corrupt(rec, location, f"zstd payload does not decompress: {exc}") from exc
         return plain

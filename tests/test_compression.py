@@ -289,6 +289,19 @@ def test_damaged_frames_are_corruption(data: bytes, codec: int, message: str) ->
     assert (err.value.stream, err.value.seq) == ("conv", 7)
 
 
+@pytest.mark.parametrize("extra", [b"junk", "frame"])
+def test_bytes_after_the_frame_are_corruption(extra: bytes | str) -> None:
+    """zstd stops at the end of its frame: what follows (an edit) is damage, not ignored."""
+    import zstandard
+
+    frame = zstandard.ZstdCompressor().compress(b"x" * 1000)
+    tail = frame if extra == "frame" else extra
+    assert isinstance(tail, bytes)
+    assert Compression("zstd").unpack(record(frame, ZSTD)) == b"x" * 1000
+    with pytest.raises(el.CorruptionError, match="unused data"):
+        Compression("zstd").unpack(record(frame + tail, ZSTD))
+
+
 def test_frame_claiming_a_huge_size_is_corruption() -> None:
     import zstandard
 

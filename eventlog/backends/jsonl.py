@@ -352,7 +352,8 @@ def _decode_line(raw: bytes) -> tuple[Line, bytes]:
             continue
         return line, raw[cut + len(_DATA_KEY) : -1]
     line = _line_decoder.decode(raw)
-    return line, base64.b64decode(line.data_b64 or "") if line.codec else bytes(line.data)
+    data = base64.b64decode(line.data_b64 or "", validate=True) if line.codec else line.data
+    return line, bytes(data)
 
 
 def _to_record(line: Line, data: bytes, stream: str, position: int) -> Record:

@@ -1307,3 +1307,16 @@ def test_reads_go_on_while_an_append_waits_for_another_process(root: Path) -> No
                 holder.stdin.flush()
                 waiting.join(10)
         assert store.head_position() == 4
+
+
+def test_a_compressed_payload_edited_by_hand_is_damage(root: Path) -> None:
+    """Characters that are no base64 in `data_b64` are damage, never skipped: with them gone,
+    a lenient decode would read the payload back and hide the edit."""
+    with _open(root, compression="zstd", compress_min_bytes=0) as store:
+        store.append("s", [el.Custom(kind="k", data={"text": "hello " * 50})])
+        path = _backend(store).stream_path("s")
+    raw = path.read_bytes()
+    start = raw.index(b'"data_b64":"') + len(b'"data_b64":"') + 8
+    path.write_bytes(raw[:start] + b"!!" + raw[start:])
+    with pytest.raises(el.CorruptionError, match="line 2, stream 's', seq 1: not a valid event"):
+        _open(root)
