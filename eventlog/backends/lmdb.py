@@ -258,7 +258,7 @@ class _Gate:
             if not self._active and self._exclusive:
                 self._cond.notify_all()
 
-    def alone(self, fn: Callable[[], None]) -> None:
+    def alone(self, fn: Callable[[], object]) -> None:
         with self._cond:
             while self._exclusive:
                 self._cond.wait()
@@ -278,10 +278,16 @@ class _Shared:
 
     LMDB forbids opening one environment twice in a process (closing the second handle would
     drop the first one's file locks), so backends on the same directory share this object.
+
+    A complete store is opened read-only: py-lmdb keeps the named databases' handles only from a
+    write transaction or a read-only environment, and a write transaction waits for any other
+    process's writer (for ever, if that one is stopped). The first write reopens it writable.
     """
 
     def __init__(self, path: str, map_size: int, max_readers: int) -> None:
         self.path = path
+        self.map_size = map_size
+        self.max_readers = max_readers
         self.refs = 0
         self.inherited = False
         """Opened by the parent of this forked process: never closed here."""
@@ -291,7 +297,11 @@ class _Shared:
         1.x raises instead of waiting when a second thread begins one)."""
         self.appends = GroupQueue()
         """Appends of every backend object on this environment, committed in groups."""
-        self.env = _open_env(path, map_size, max_readers)
+        self.writes = 0
+        """Write transactions begun, for the periodic `reader_check` (see `before_write`)."""
+        self.writable = not _holds_data(path)
+        self.env = _open_env(path, map_size, max_readers, readonly=not self.writable)
+        self.dbs: list[Any] = []
         self.data_fd = -1
         """data.mdb as this process opened it, for `lmdb_pages` (a path could name another file
         by the time it is read: the working directory changed, the directory was moved)."""
@@ -300,8 +310,9 @@ class _Shared:
             _check_size(self.env, path)
             # Readers of processes killed mid-transaction hold pages until their slot is freed.
             self.env.reader_check()
-            stored = self._open_dbs(path)
-            self.env.sync(True)
+            stored = None if self.writable else self._open_existing(path)
+            if stored is None or int(stored) < LAYOUT_VERSION:
+                stored = self._become_writable(path)
         except BaseException:
             self.close()
             raise
@@ -319,6 +330,53 @@ class _Shared:
             os.close(self.data_fd)
             self.data_fd = -1
 
+    def _open_existing(self, path: str) -> bytes | None:
+        """Open the named databases of the read-only environment; the stored layout, or None.
+
+        None when a database or the layout is missing (a store being created, or damaged).
+        """
+        while True:
+            try:
+                self.dbs = [self.env.open_db(n.encode(), create=False) for n in _DBS]
+                with self.env.begin() as txn:
+                    stored: bytes | None = txn.get(b"layout", db=self.dbs[-1])
+                return _checked_layout(stored, path)
+            except lmdb.NotFoundError:
+                return None
+            except lmdb.MapResizedError:
+                _resize(self.env, None)
+
+    def _become_writable(self, path: str) -> bytes | None:
+        """Reopen the environment writable and open its named databases; the stored layout.
+
+        Waits for any other process's writer. Call it with no transaction of this process open.
+        """
+        if not self.writable:
+            self.env.close()
+            try:
+                self.env = _open_env(path, self.map_size, self.max_readers, readonly=False)
+            except BaseException:  # data.mdb not writable, say: reads go on
+                self.env = _open_env(path, self.map_size, self.max_readers, readonly=True)
+                self._open_existing(path)
+                raise
+        stored = self._open_dbs(path)
+        self.env.sync(True)
+        self.writable = True  # only now: a failure above reopens it again at the next write
+        return stored
+
+    def before_write(self) -> None:
+        """Call it before each write transaction, with `write_lock` held.
+
+        Reopens a read-only environment writable (once); every `_READER_CHECK_EVERY` writes,
+        frees the reader slots of processes that died mid-read: a dead reader's snapshot keeps
+        every page freed since from reuse, and data.mdb would grow with each commit.
+        """
+        if not self.writable:
+            self.gate.alone(functools.partial(self._become_writable, self.path))
+        self.writes += 1
+        if not self.writes % _READER_CHECK_EVERY:
+            self.env.reader_check()
+
     def _open_dbs(self, path: str) -> bytes | None:
         """Open (or create) the named databases and raise the layout; return the stored layout.
 
@@ -331,11 +389,7 @@ class _Shared:
                 with self.env.begin(write=True) as txn:
                     self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
                     meta = self.dbs[-1]
-                    stored: bytes | None = txn.get(b"layout", db=meta)
-                    if stored is not None and not stored.isdigit():
-                        raise CorruptionError(
-                            f"the layout version {stored!r} is damaged", location=path
-                        )
+                    stored = _checked_layout(txn.get(b"layout", db=meta), path)
                     if stored is None or int(stored) < LAYOUT_VERSION:
                         if stored is not None:
                             log.info(
@@ -350,6 +404,21 @@ class _Shared:
                 _resize(self.env, None)
             except lmdb.MapFullError:
                 _resize(self.env, self.env.info()["map_size"])
+
+
+def _checked_layout(stored: bytes | None, path: str) -> bytes | None:
+    """The stored layout version; CorruptionError if it is not a number."""
+    if stored is not None and not stored.isdigit():
+        raise CorruptionError(f"the layout version {stored!r} is damaged", location=path)
+    return stored
+
+
+def _holds_data(path: str) -> bool:
+    """Whether the directory holds a data.mdb with content (a store to open read-only)."""
+    try:
+        return os.path.getsize(os.path.join(path, "data.mdb")) > 0
+    except OSError:
+        return False
 
 
 def _check_size(env: lmdb.Environment, path: str) -> None:
@@ -381,12 +450,13 @@ def _resize(env: lmdb.Environment, seen: int | None) -> None:
         env.set_mapsize(current * 2)
 
 
-def _open_env(path: str, map_size: int, max_readers: int) -> lmdb.Environment:
+def _open_env(path: str, map_size: int, max_readers: int, *, readonly: bool) -> lmdb.Environment:
     """`lmdb.open`, again if another process grew the map while it read the old size."""
     for attempt in range(_OPEN_ATTEMPTS):
         try:
             return lmdb.open(
                 path,
+                readonly=readonly,
                 map_size=map_size,
                 max_dbs=len(_DBS),
                 max_readers=max_readers,
@@ -403,7 +473,13 @@ def _open_env(path: str, map_size: int, max_readers: int) -> lmdb.Environment:
 
 
 _OPEN_ATTEMPTS = 20
+_READER_CHECK_EVERY = 16
+"""Write transactions between two `reader_check` calls (each scans the reader table: about
+0.05 us, plus one fcntl per other process with a reader slot)."""
 _OPEN: dict[tuple[int, str], _Shared] = {}
+_BUSY: dict[tuple[int, str], threading.Event] = {}
+"""Paths a thread of this process is opening or closing: other threads wait for it without
+`_OPEN_LOCK` (creating a store waits for any other process's writer)."""
 
 
 def _keep_inherited_open() -> None:
@@ -420,6 +496,7 @@ def _keep_inherited_open() -> None:
         shared.inherited = True
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(shared.env))  # survives interpreter exit
     _OPEN.clear()
+    _BUSY.clear()  # the parent's threads: none of them runs here
 
 
 _OPEN_LOCK = threading.Lock()
@@ -427,36 +504,78 @@ os.register_at_fork(after_in_child=_keep_inherited_open)
 
 
 def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
+    """The process's environment on `path`, opened if it is not yet, with one more reference."""
     # A forked child must not use its parent's handle: key by pid.
     key = (os.getpid(), os.path.realpath(path))
-    with _OPEN_LOCK:
-        shared = _OPEN.get(key)
-        if shared is None:
-            check_store_directory(Path(path), "lmdb")
-            try:
-                os.makedirs(path, exist_ok=True)
-                shared = _Shared(path, map_size, max_readers)
-            except OSError as exc:
-                raise BackendUnavailableError(f"cannot open LMDB store {path}: {exc}") from exc
-            except lmdb.Error as exc:
-                raise _translate(exc, path) from exc
+    while True:
+        with _OPEN_LOCK:
+            busy = _BUSY.get(key)
+            shared = _OPEN.get(key)
+            if busy is None and shared is not None:
+                shared.refs += 1
+                return shared
+            if busy is None:
+                busy = _BUSY[key] = threading.Event()
+                break
+        busy.wait()  # another thread opens or closes this path
+    try:
+        shared = _open_shared(path, map_size, max_readers)
+        with _OPEN_LOCK:
+            shared.refs = 1
             _OPEN[key] = shared
-        shared.refs += 1
         return shared
+    finally:
+        _done(key, busy)
+
+
+def _open_shared(path: str, map_size: int, max_readers: int) -> _Shared:
+    """A new `_Shared` on `path`, LMDB's and the system's errors translated."""
+    check_store_directory(Path(path), "lmdb")
+    try:
+        os.makedirs(path, exist_ok=True)
+        return _Shared(path, map_size, max_readers)
+    except OSError as exc:
+        raise BackendUnavailableError(f"cannot open LMDB store {path}: {exc}") from exc
+    except lmdb.Error as exc:
+        raise _translate(exc, path) from exc
+
+
+def _done(key: tuple[int, str], busy: threading.Event) -> None:
+    """Mark `key` as opened or closed by this thread: wake the threads waiting on it."""
+    with _OPEN_LOCK:
+        del _BUSY[key]
+    busy.set()
 
 
 def _release(shared: _Shared) -> None:
+    """Drop one reference; the last one closes the environment."""
     if shared.inherited:
         return  # the parent's environment, in a forked child: never closed here
     with _OPEN_LOCK:
         shared.refs -= 1
         if shared.refs:
             return
-        for key, value in list(_OPEN.items()):
-            if value is shared:
-                del _OPEN[key]
-        # Under the registry lock, so no new handle opens this path before this one is closed.
-        shared.gate.alone(shared.close)
+        key = next(k for k, v in _OPEN.items() if v is shared)
+        del _OPEN[key]
+        # No new handle opens this path before this one is closed.
+        busy = _BUSY[key] = threading.Event()
+    try:
+        shared.gate.alone(shared.close)  # waits for this process's transactions to end
+    finally:
+        _done(key, busy)
+
+
+class _Db:
+    """A named database's handle, read from the shared environment at each use.
+
+    The handles change when a read-only environment is reopened writable (`_Shared`).
+    """
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __get__(self, backend: LMDBBackend, owner: object = None) -> Any:
+        return backend._shared.dbs[self.index]
 
 
 class LMDBBackend(Backend):
@@ -465,6 +584,8 @@ class LMDBBackend(Backend):
     format = "msgpack"
     durable = True
     gapless_positions = True  # the position index's last key + 1, in the write transaction
+    _events, _positions, _ids, _streams = _Db(0), _Db(1), _Db(2), _Db(3)
+    _forks, _blobs, _snapshots, _meta = _Db(4), _Db(5), _Db(6), _Db(7)
 
     def __init__(
         self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, max_readers: int = 256
@@ -472,10 +593,12 @@ class LMDBBackend(Backend):
         self.location = path
         self._closed = False
         self._shared = _acquire(path, map_size, max_readers)
-        self._env = self._shared.env
         self._gate = self._shared.gate
-        self._events, self._positions, self._ids, self._streams = self._shared.dbs[:4]
-        self._forks, self._blobs, self._snapshots, self._meta = self._shared.dbs[4:]
+
+    @property
+    def _env(self) -> lmdb.Environment:
+        """The shared environment (read-only until this process's first write)."""
+        return self._shared.env
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -494,8 +617,16 @@ class LMDBBackend(Backend):
         """
         if write:
             with self._shared.write_lock:
+                self._ready_to_write()
                 return self._attempts(fn, write=True, sync=sync, buffers=False)
         return self._attempts(fn, write=False, sync=False, buffers=buffers)
+
+    def _ready_to_write(self) -> None:
+        """`_Shared.before_write`, LMDB's errors translated; call it with the write lock."""
+        try:
+            self._shared.before_write()
+        except lmdb.Error as exc:
+            raise _translate(exc, self.location) from exc
 
     def _attempts(self, fn: Callable[[Txn], T], *, write: bool, sync: bool, buffers: bool) -> T:
         """Run fn until it commits without hitting a full (or remotely grown) map."""
@@ -522,6 +653,8 @@ class LMDBBackend(Backend):
                     txn.abort()
                 return result
             except lmdb.MapFullError:
+                if self._env.reader_check():
+                    continue  # dead readers held the pages: they are free now
                 grow_from: int | None = self._env.info()["map_size"]
             except lmdb.MapResizedError:
                 grow_from = None
@@ -551,7 +684,12 @@ class LMDBBackend(Backend):
 
     @property
     def env(self) -> lmdb.Environment:
-        """The underlying LMDB environment (for tooling and tests; do not resize it)."""
+        """The underlying LMDB environment (for tooling and tests; do not resize it).
+
+        Writable: a read-only one is reopened first, as for a write of the backend.
+        """
+        with self._shared.write_lock:
+            self._ready_to_write()
         return self._env
 
     def _damaged(self, txn: Txn, key: bytes, message: str) -> CorruptionError:
@@ -921,15 +1059,13 @@ class LMDBBackend(Backend):
 
     def list_forks(self, parent: str | None = None) -> list[ForkInfo]:
         """Fork entries sorted by stream name."""
-        forks = [_fork_entry(v, self.location) for v in self._values(self._forks)]
+
+        def scan(txn: Txn) -> list[bytes]:
+            return [v for _, v in txn.cursor(db=self._forks).iternext()]
+
+        forks = [_fork_entry(v, self.location) for v in self._run(scan)]
         forks.sort(key=lambda f: f.stream)
         return [f for f in forks if parent is None or f.parent == parent]
-
-    def _values(self, db: Any) -> list[bytes]:
-        def scan(txn: Txn) -> list[bytes]:
-            return [v for _, v in txn.cursor(db=db).iternext()]
-
-        return self._run(scan)
 
     def list_streams(self) -> list[StreamInfo]:
         """Streams with own records or fork entries, sorted by name."""
@@ -1042,7 +1178,10 @@ class LMDBBackend(Backend):
     def sync(self) -> None:
         """Flush everything committed so far to stable storage."""
         self._run(lambda txn: None)
-        self._env.sync(True)
+        if self._shared.writable:
+            self._env.sync(True)
+        else:  # LMDB refuses to sync a read-only environment; what it would do is this
+            os.fsync(self._shared.data_fd)
 
     def close(self) -> None:
         """Release this handle; the environment closes with the process's last handle."""

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import lmdb
 import msgspec
@@ -562,3 +563,193 @@ def test_multiprocess_writers_and_reader(tmp_path: Path, query: str) -> None:
 
     counts = check_multiprocess(f"lmdb://{tmp_path}/mp{query}", writers=4, rounds=40)
     assert counts["events"] == 320
+
+
+# -- a stopped writer, a dead reader ---------------------------------------------------------
+
+_STOP_IN_COMMIT = """
+import os, signal, sys
+import eventlog as el
+from eventlog.backends.lmdb import LMDBBackend
+
+run_jobs = LMDBBackend._run_jobs
+
+def stop_then_run(self, group, nested, txn):  # stopped inside the write transaction
+    os.kill(os.getpid(), signal.SIGSTOP)
+    run_jobs(self, group, nested, txn)
+
+LMDBBackend._run_jobs = stop_then_run
+with el.open(sys.argv[1]) as store:
+    store.append("w", [el.Checkpoint(label="never")])
+"""
+
+_READ_ONLY = """
+import sys
+import eventlog as el
+s = el.open(sys.argv[1])
+print(len(list(s.read_all())))
+"""
+
+
+_APPEND_AND_COUNT = """
+import sys
+import eventlog as el
+with el.open(sys.argv[1]) as store:
+    store.append("s", [el.Checkpoint(label="after")], expected_seq=5)
+    print(len(list(store.read_all())), store.verify().ok)
+"""
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (its state in /proc is T)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def test_a_writer_stopped_mid_commit_does_not_block_a_reader_opening(tmp_path: Path) -> None:
+    """Open always began a write transaction, so a process that only reads waited for ever on
+    LMDB's writer mutex while another process's writer was stopped (SIGSTOP) inside a commit
+    (found in review). Opening an existing store now takes no write lock."""
+    url = f"lmdb://{tmp_path}/stopped"
+    with el.open(url) as store:
+        store.append("s", text_events(5))
+    with subprocess.Popen([sys.executable, "-c", _STOP_IN_COMMIT, url], cwd=ROOT) as writer:
+        try:
+            deadline = time.monotonic() + 20
+            while not _stopped(writer.pid):
+                assert writer.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+            out = subprocess.run(
+                [sys.executable, "-c", _READ_ONLY, url],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=10,
+            )
+            assert (out.returncode, out.stdout) == (0, "5\n"), out.stderr[-2000:]
+        finally:
+            writer.kill()  # a dead writer's mutex is released (LMDB's robust mutexes)
+    _script_prints(_APPEND_AND_COUNT, url, "6 True\n")
+
+
+_DIE_MID_READ = """
+import sys, time
+import eventlog as el
+store = el.open(sys.argv[1])
+txn = store.backend.env.begin()  # a snapshot this process never gives back: it is killed
+print("reading", flush=True)
+time.sleep(60)
+"""
+
+
+def _kill_a_reader(url: str) -> int:
+    """Run a process that begins a read transaction on `url`, SIGKILL it; its pid."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _DIE_MID_READ, url], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    ) as reader:
+        assert reader.stdout is not None and reader.stdout.readline() == "reading\n"
+        reader.kill()
+    return reader.pid
+
+
+def _reader_pids(store: el.Store) -> set[int]:
+    """The pids of the reader table's slots (`env.readers()`: a header line, then a row each)."""
+    backend = store.backend
+    assert isinstance(backend, LMDBBackend)
+    return {int(row.split()[0]) for row in backend.env.readers().splitlines()[1:]}
+
+
+class AfterAppends(NamedTuple):
+    """What `_appends_after_a_reader_died` saw when its appends were done."""
+
+    file_size: int
+    map_size: int
+    dead: int
+    """The killed reader's pid, or 0."""
+    readers: set[int]
+    """The reader slots' pids after the appends."""
+
+
+def _appends_after_a_reader_died(
+    path: Path, query: str, appends: int, *, kill: bool
+) -> AfterAppends:
+    """Append one event at a time with a writer opened before a reader process was killed."""
+    url = f"lmdb://{path}{query}"
+    with el.open(url, durability="none") as store:
+        assert isinstance(store.backend, LMDBBackend)
+        store.append("s", text_events(1))
+        dead = _kill_a_reader(url) if kill else 0
+        assert not kill or dead in _reader_pids(store)  # open's reader_check came before
+        for i in range(appends):
+            store.append("s", [el.Checkpoint(label=str(i))])
+        size = (path / "data.mdb").stat().st_size
+        return AfterAppends(size, store.backend.map_size, dead, _reader_pids(store))
+
+
+def test_a_reader_killed_mid_read_does_not_make_data_mdb_grow(tmp_path: Path) -> None:
+    """Only open freed the reader slots of dead processes: a writer open before a reader was
+    SIGKILLed mid-read could reuse no page freed since that snapshot, and data.mdb grew with
+    every commit (to 1 GB over 20,000 appends, found in review). Writers now free them every
+    few commits."""
+    plain = _appends_after_a_reader_died(tmp_path / "plain", "", 400, kill=False)
+    after = _appends_after_a_reader_died(tmp_path / "dead", "", 400, kill=True)
+    assert after.dead not in after.readers
+    # 16 MB without the reader check (40 kB per append), 0.3 MB with it or without the kill
+    assert after.file_size < 2 * plain.file_size, (after.file_size, plain.file_size)
+
+
+def test_a_full_map_frees_dead_readers_before_growing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A map full only because a dead reader's snapshot keeps freed pages from reuse doubled:
+    the writer now frees dead readers' slots first, and grows only if the map is still full."""
+    monkeypatch.setattr(lmdb_backend, "_READER_CHECK_EVERY", 10**9)  # only the full map checks
+    after = _appends_after_a_reader_died(tmp_path / "small", "?map_size=262144", 200, kill=True)
+    assert after.dead not in after.readers and after.map_size == 262144
+    with el.open(f"lmdb://{tmp_path}/small") as store:
+        assert len(list(store.read("s"))) == 201 and store.verify().ok
+
+
+_HOLD_THE_WRITER = """
+import sys, time
+import lmdb
+env = lmdb.open(sys.argv[1])
+txn = env.begin(write=True)  # LMDB's writer mutex, held until this process is killed
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def _append_one(url: str) -> None:
+    with el.open(url) as store:
+        store.append("s", text_events(1))
+
+
+def test_an_open_waiting_for_another_process_writer_blocks_no_other_open(tmp_path: Path) -> None:
+    """Creating a store's databases takes LMDB's writer mutex; open waited for it holding the
+    process-wide registry lock, so every other open in the process waited too (found in review).
+    Only opens of the same path wait now."""
+    path = tmp_path / "held"
+    with subprocess.Popen(
+        [sys.executable, "-c", _HOLD_THE_WRITER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        opened: list[el.Store] = []
+        waiting = threading.Thread(target=lambda: opened.append(el.open(f"lmdb://{path}")))
+        waiting.start()
+        try:
+            time.sleep(0.2)  # the thread waits for the writer mutex
+            other = threading.Thread(target=_append_one, args=(f"lmdb://{tmp_path}/other",))
+            other.start()
+            other.join(timeout=5)
+            assert not other.is_alive() and not opened
+        finally:
+            holder.kill()  # its mutex is released: the waiting open goes on
+            waiting.join(timeout=10)
+    (store,) = opened
+    with store:
+        store.append("s", text_events(2))
+        assert store.stream_info("s").last_seq == 2 and store.verify().ok
