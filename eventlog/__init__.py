@@ -1,6 +1,6 @@
 """eventlog: an embedded, event-sourced store for LLM agent conversations."""
 
-from eventlog.aio import AsyncStore
+from eventlog.aio import AsyncStore, AsyncSubscription
 from eventlog.backends.base import Durability, ForkInfo, StreamInfo
 from eventlog.connect import open, open_async, store_exists
 from eventlog.errors import (
@@ -55,6 +55,7 @@ __all__ = [
     "ANY",
     "NO_STREAM",
     "AsyncStore",
+    "AsyncSubscription",
     "Attachment",
     "BackendUnavailableError",
     "Checkpoint",

@@ -1,18 +1,21 @@
 """The asyncio API: the same core as the sync store, run in worker threads.
 
 Blocking engine calls (SQLite, LMDB, file I/O) leave the event loop free; concurrent appends
-from many tasks reach the backend together, where group commit can share one fsync.
+from many tasks reach the backend together, where group commit can share one fsync. Waiting
+subscribers wait in the event loop, not in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from eventlog.backends.base import Backend, Durability, ForkInfo, SearchHit, StreamInfo
 from eventlog.codec import Codec
-from eventlog.errors import UsageError
+from eventlog.errors import StoreClosedError
 from eventlog.events import Event, EventData, RecordedEvent
 from eventlog.store import (
     ANY,
@@ -23,6 +26,113 @@ from eventlog.store import (
     VerifyReport,
     check_poll_interval,
 )
+
+
+class AsyncSubscription:
+    """An async iterator over every event after a position, in position order, each exactly once.
+
+    Idle, it waits in the event loop and holds no thread: a commit of this store object or a
+    close wakes it at once, and other processes' commits are looked for every poll interval;
+    only the short catch-up reads run in a worker thread. A cancelled `__anext__` (as by
+    `asyncio.wait_for`) loses nothing: the next call goes on where it stopped. It ends when
+    closed or when its store is closed.
+    """
+
+    def __init__(self, store: Store, after: int, batch: int, poll_interval: float) -> None:
+        self._store = store
+        self._sub = store.subscribe(after, batch=batch)
+        self._interval = poll_interval
+        self._buffer: deque[RecordedEvent] = deque()
+        self._reading: tuple[int, asyncio.Future[list[RecordedEvent]]] | None = None
+        """(commit count before it started, the catch-up read in a worker thread)."""
+        self._woken = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self.position = after
+        """Position of the last event delivered."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether it has ended: closed, or its store closed."""
+        return self._closed or self._store.closed
+
+    def __aiter__(self) -> AsyncSubscription:
+        return self
+
+    async def __anext__(self) -> RecordedEvent:
+        while not self.closed:
+            if self._buffer:
+                event = self._buffer.popleft()
+                self.position = event.position
+                return event
+            seen, found = await self._read()
+            if not found:
+                await self._wait(seen)
+        self.close()
+        raise StopAsyncIteration
+
+    async def _read(self) -> tuple[int, bool]:
+        """Read what has committed into the buffer: (commit count before the read, any found).
+
+        The read runs in a worker thread, shielded: if this call is cancelled, the next one
+        takes its result rather than reading the same events again.
+        """
+        if self._reading is None:
+            count = self._store.commit_count
+            self._reading = (count, asyncio.ensure_future(asyncio.to_thread(self._poll)))
+        seen, read = self._reading
+        try:
+            events = await asyncio.shield(read)
+        except Exception:
+            self._reading = None  # a failed read is tried again by the next call
+            raise
+        self._reading = None
+        self._buffer.extend(events)
+        return seen, bool(events)
+
+    def _poll(self) -> list[RecordedEvent]:
+        """The events committed now ([] once the subscription or its store is closed)."""
+        try:
+            return self._sub.poll()
+        except StoreClosedError:
+            return []
+
+    async def _wait(self, seen: int) -> None:
+        """Until a commit of this store object after `seen`, a close, or the poll interval."""
+        self._loop = asyncio.get_running_loop()
+        self._woken.clear()
+        self._store.watch_commits(self._wake)
+        try:
+            if self._store.commit_count == seen and not self.closed:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._interval):
+                        await self._woken.wait()
+        finally:
+            self._store.watch_commits(self._wake, on=False)
+
+    def _wake(self) -> None:
+        """End a wait (from any thread; a commit calls it holding the store's commit lock)."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(self._woken.set)
+
+    def close(self) -> None:
+        """End it: a waiting `__anext__` stops at once; later ones raise StopAsyncIteration."""
+        if not self._closed:
+            self._closed = True
+            self._sub.close()
+            self._wake()
+
+    async def aclose(self) -> None:
+        """End it (as `close`, for code written for async generators)."""
+        self.close()
+
+    async def __aenter__(self) -> AsyncSubscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
 
 class AsyncStore:
@@ -158,28 +268,17 @@ class AsyncStore:
         """Check hash chains (see Store.verify; `progress` is called from a worker thread)."""
         return await asyncio.to_thread(self.sync.verify, stream, progress=progress, upto=upto)
 
-    async def subscribe(
-        self, after: int = 0, *, poll_interval: float | None = None
-    ) -> AsyncIterator[RecordedEvent]:
-        """Catch up from a position, then yield new events as they commit.
+    def subscribe(
+        self, after: int = 0, *, batch: int = PAGE, poll_interval: float | None = None
+    ) -> AsyncSubscription:
+        """Catch up from a position, then yield new events as they commit (`async for`).
 
-        It runs until cancelled, or ends when the store is closed.
+        It runs until closed, or ends when the store is closed. Arguments are checked here,
+        as by `Store.subscribe`; `poll_interval` (default: the store's) is how often other
+        processes' commits are looked for.
         """
-        try:
-            wait = (
-                self.sync.poll_interval
-                if poll_interval is None
-                else check_poll_interval(poll_interval)
-            )
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        sub = self.sync.subscribe(after)
-        try:
-            while not self.sync.closed:
-                for event in await asyncio.to_thread(sub.poll, wait):
-                    yield event
-        finally:
-            sub.close()
+        wait = self.sync.poll_interval if poll_interval is None else poll_interval
+        return AsyncSubscription(self.sync, after, batch, check_poll_interval(wait))
 
     async def close(self) -> None:
         """Close the store."""

@@ -145,6 +145,8 @@ class Store:
         self._commits = threading.Condition(self._commit_lock)
         self._commit_waiters = 0
         self._commit_count = 0
+        self._wakers: set[Callable[[], None]] = set()
+        """Called under the commit lock after each commit and at close (async subscribers)."""
 
     # -- properties ------------------------------------------------------------------------
 
@@ -283,6 +285,8 @@ class Store:
             self._commit_count += 1
             if self._commit_waiters:
                 self._commits.notify_all()
+            for wake in self._wakers:
+                wake()
 
     def _records(
         self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes
@@ -677,6 +681,25 @@ class Store:
                     self._commit_waiters -= 1
             return self._commit_count
 
+    def wake_waiters(self) -> None:
+        """Wake every `wait_for_commit` and waker now, as a commit would (for close())."""
+        with self._commit_lock:
+            self._commits.notify_all()
+            for wake in self._wakers:
+                wake()
+
+    def watch_commits(self, wake: Callable[[], None], on: bool = True) -> None:
+        """Call `wake()` after each commit of this store object and at close (on=False: stop).
+
+        It runs in the committing thread holding the commit lock, so it must be quick and must
+        not call the store (an event loop's `call_soon_threadsafe` is what it is for).
+        """
+        with self._commit_lock:
+            if on:
+                self._wakers.add(wake)
+            else:
+                self._wakers.discard(wake)
+
     @property
     def commit_count(self) -> int:
         """How many appends this store object committed (for waiting subscribers)."""
@@ -900,8 +923,7 @@ class Store:
         self._closed = True
         if self._forked:  # the parent's connections, locks and files stay as the parent left them
             return
-        with self._commit_lock:
-            self._commits.notify_all()
+        self.wake_waiters()
         self._backend.close()
 
     @property

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from typing import TYPE_CHECKING
 
-from eventlog.errors import StoreClosedError
+from eventlog.errors import StoreClosedError, ValidationError
 from eventlog.events import RecordedEvent
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ class Subscription:
     """An iterator over every event after a position, in position order, each exactly once.
 
     Iteration blocks while waiting for new events; `close()` (from any thread) ends it. Commits
-    by this process wake it at once; commits by other processes are seen within the store's
+    by this store object wake it at once; commits by other processes are seen within the store's
     poll interval.
     """
 
@@ -42,14 +43,22 @@ class Subscription:
             self._fetched = page[-1].position
         return bool(page)
 
+    @property
+    def closed(self) -> bool:
+        """Whether it has ended: `close()` was called or its store was closed."""
+        return self._closed or self._store.closed
+
     def poll(self, timeout: float = 0.0) -> list[RecordedEvent]:
         """Events available now; wait up to `timeout` seconds for some if there are none.
 
-        A commit of this store object ends the wait at once; other processes' commits are
-        looked for every poll interval, as iteration does.
+        A commit of this store object, or `close()`, ends the wait at once; other processes'
+        commits are looked for every poll interval, as iteration does. Once the subscription
+        has ended and nothing is left to deliver it raises StoreClosedError, so a polling loop
+        stops instead of spinning (iteration ends quietly instead).
         """
+        wait = check_timeout(timeout)
         if not self._buffer and not self._closed:
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + wait
             while not self._closed and not self._store.closed:
                 seen = self._store.commit_count
                 if self._fill():
@@ -58,6 +67,8 @@ class Subscription:
                 if left <= 0:
                     break
                 self._store.wait_for_commit(seen, min(left, self._store.poll_interval))
+        if not self._buffer and self.closed:
+            raise StoreClosedError(self._ended())
         out = list(self._buffer)
         self._buffer.clear()
         if out:
@@ -78,12 +89,35 @@ class Subscription:
                 self._store.wait_for_commit(seen, self._store.poll_interval)
         raise StopIteration
 
+    def _ended(self) -> str:
+        """Why it has ended, for StoreClosedError."""
+        if self._store.closed:
+            return f"store {self._store.location} is closed"
+        return f"subscription to {self._store.location} is closed"
+
     def close(self) -> None:
-        """Stop iterating (wakes a blocked iterator within the poll interval)."""
+        """End it, waking a blocked iterator or `poll` at once (from any thread)."""
         self._closed = True
+        self._store.wake_waiters()
 
     def __enter__(self) -> Subscription:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_timeout(value: object) -> float:
+    """A poll timeout: a non-negative, finite number of seconds (else ValidationError).
+
+    NaN would make `poll` spin and a bool is no duration, as for `check_poll_interval`.
+    """
+    try:
+        seconds = float(value) if type(value) in (int, float) else math.nan  # type: ignore[arg-type]
+    except OverflowError:
+        seconds = math.inf
+    if not 0 <= seconds < math.inf:
+        raise ValidationError(
+            f"must be a non-negative number of seconds, got {value!r}", field="timeout"
+        )
+    return seconds

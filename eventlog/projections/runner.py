@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import warnings
 import zlib
 from collections import OrderedDict
@@ -25,6 +26,7 @@ from eventlog.events import EventData, RecordedEvent
 from eventlog.projections.base import Projection, S
 from eventlog.projections.state import ConversationProjection, ConversationState, Policy
 from eventlog.store import Store
+from eventlog.subscription import check_timeout
 
 log = logging.getLogger("eventlog.projections")
 
@@ -289,9 +291,17 @@ class Follower(Generic[S]):
         self.state: S = runner.state(stream, self.seq)
         """The state at `seq`."""
 
+    @property
+    def closed(self) -> bool:
+        """Whether it has ended: `close()` was called or the store was closed."""
+        return self._sub.closed
+
     def poll(self, timeout: float = 0.0) -> S:
-        """Fold events committed since the last call (waiting up to `timeout` for some)."""
-        mine = [e for e in self._sub.poll(timeout) if e.stream == self.stream and e.seq > self.seq]
+        """Fold events committed since the last call (waiting up to `timeout` for some).
+
+        Commits to other streams do not end the wait. StoreClosedError once it has ended.
+        """
+        mine = self._mine(check_timeout(timeout))
         if not mine:
             return self.state
         end = mine[-1].seq
@@ -300,6 +310,16 @@ class Follower(Generic[S]):
         else:
             self._apply(self.runner.store.read(self.stream, self.seq + 1, end), end)
         return self.state
+
+    def _mine(self, timeout: float) -> list[RecordedEvent]:
+        """New events of this stream, polling until some come or `timeout` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            events = self._sub.poll(left)
+            mine = [e for e in events if e.stream == self.stream and e.seq > self.seq]
+            if mine or left == 0.0:
+                return mine
 
     def _apply(self, events: Iterable[RecordedEvent], end: int) -> None:
         runner = self.runner
