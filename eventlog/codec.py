@@ -250,8 +250,9 @@ class Codec:
 
     def encode_events(self, events: Iterable[Event | EventData]) -> list[Encoded]:
         """`encode_event` for each event of one append (its index names it in errors)."""
-        if isinstance(events, (Event, EventData, str, bytes, bytearray, dict)) or not hasattr(
-            type(events), "__iter__"
+        if type(events) is not list and (
+            isinstance(events, (Event, EventData, str, bytes, bytearray, dict))
+            or not hasattr(type(events), "__iter__")
         ):
             one = isinstance(events, (Event, EventData))
             raise ValidationError(

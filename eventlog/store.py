@@ -938,15 +938,25 @@ class Store:
         self.close()
 
 
+def as_seconds(value: object) -> float:
+    """A duration given as an int or float, as a float; callers check the range.
+
+    NaN for anything else (a bool is no duration), infinity for an int too big for a float.
+    """
+    if type(value) not in (int, float):
+        return math.nan
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf
+
+
 def check_poll_interval(value: object) -> float:
     """A subscription's poll interval: a positive, finite number of seconds (else ValidationError).
 
     Zero or less would make every waiting subscriber spin a CPU core.
     """
-    try:
-        seconds = float(value) if type(value) in (int, float) else math.nan  # type: ignore[arg-type]
-    except OverflowError:
-        seconds = math.inf
+    seconds = as_seconds(value)
     if not 0 < seconds < math.inf:
         raise ValidationError(
             f"must be a positive number of seconds, got {value!r}", field="poll_interval"

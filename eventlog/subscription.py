@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from eventlog.errors import StoreClosedError, ValidationError
 from eventlog.events import RecordedEvent
+from eventlog.store import as_seconds
 
 if TYPE_CHECKING:
     from eventlog.store import Store
@@ -112,10 +113,7 @@ def check_timeout(value: object) -> float:
 
     NaN would make `poll` spin and a bool is no duration, as for `check_poll_interval`.
     """
-    try:
-        seconds = float(value) if type(value) in (int, float) else math.nan  # type: ignore[arg-type]
-    except OverflowError:
-        seconds = math.inf
+    seconds = as_seconds(value)
     if not 0 <= seconds < math.inf:
         raise ValidationError(
             f"must be a non-negative number of seconds, got {value!r}", field="timeout"
