@@ -44,6 +44,8 @@ Format = Literal["msgpack", "json"]
 
 _uuid_match = UUID_PATTERN.match
 _bad_char = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]").search
+_bad_stored_char = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]").search
+"""`_bad_char` without C1 controls, which names written before they were refused may hold."""
 _surrogate = re.compile(r"[\ud800-\udfff]").search
 """Control characters, and lone surrogates (no UTF-8 form: no file name, key or column)."""
 GENESIS = bytes(32)
@@ -122,8 +124,13 @@ def chain_hashes(
     return out
 
 
-def validate_stream_name(stream: object) -> str:
-    """Check a stream name: 1-200 printable characters, no control characters."""
+def validate_stream_name(stream: object, *, stored: bool = False) -> str:
+    """Check a stream name: 1-200 printable characters, no control characters.
+
+    `stored`: the name of a stream that may exist already (a read). C1 controls (U+0080-U+009F)
+    are refused only in new names: earlier versions of eventlog accepted them, and a stream
+    stored under such a name stays readable by it.
+    """
     if not isinstance(stream, str):
         raise ValidationError(f"must be a str, got {type(stream).__name__}", field="stream")
     if not stream or not stream.strip():
@@ -132,7 +139,7 @@ def validate_stream_name(stream: object) -> str:
         raise ValidationError(
             f"is {len(stream)} characters, the limit is {MAX_STREAM_NAME}", field="stream"
         )
-    bad = _bad_char(stream)
+    bad = (_bad_stored_char if stored else _bad_char)(stream)
     if bad:
         if "\ud800" <= bad.group() <= "\udfff":
             raise ValidationError(

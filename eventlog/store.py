@@ -192,7 +192,7 @@ class Store:
         """
         self._check_open()
         if type(stream) is not str or stream not in self._valid_names:
-            validate_stream_name(stream)
+            self._check_new_name(stream)
             if len(self._valid_names) < _VALID_NAMES_KEPT:
                 self._valid_names.add(stream)
         _check_expected(expected_seq)
@@ -212,6 +212,21 @@ class Store:
             return self._append_locked(stream, encoded, expected_seq, level)
         finally:
             locks.release(stream)
+
+    def _check_new_name(self, stream: object) -> None:
+        """Validate the name of a stream appended to: a new name must follow today's rule.
+
+        A stream stored under a name earlier versions accepted (C1 controls) can still be
+        appended to; only a new stream is refused such a name.
+        """
+        try:
+            validate_stream_name(stream)
+        except ValidationError:
+            if not isinstance(stream, str):
+                raise
+            validate_stream_name(stream, stored=True)
+            if not self.exists(stream):
+                raise
 
     def _append_locked(
         self, stream: str, encoded: list[Encoded], expected: ExpectedSeq, level: Durability
@@ -437,7 +452,7 @@ class Store:
         that does not exist.
         """
         self._check_open()
-        validate_stream_name(stream)
+        validate_stream_name(stream, stored=True)
         _check_int(first, "first", 1)
         if last is not None:
             _check_int(last, "last", 0)
@@ -577,7 +592,7 @@ class Store:
     def stream_info(self, stream: str) -> StreamInfo:
         """One stream's info; StreamNotFoundError if it does not exist."""
         self._check_open()
-        validate_stream_name(stream)
+        validate_stream_name(stream, stored=True)
         rec = self._backend.last(stream)
         fork = self._backend.get_fork(stream)
         if rec is None and fork is None:
@@ -587,7 +602,7 @@ class Store:
     def exists(self, stream: str) -> bool:
         """Whether the stream has events or is a fork."""
         self._check_open()
-        validate_stream_name(stream)
+        validate_stream_name(stream, stored=True)
         if stream in self._existing:
             return True
         found = self._backend.last(stream) is not None or self._backend.get_fork(stream) is not None
@@ -598,7 +613,7 @@ class Store:
     def fork(self, source: str, new: str, at_seq: int | None = None) -> StreamInfo:
         """Create `new` as a stream whose first `at_seq` events are `source`'s (no copy)."""
         self._check_open()
-        validate_stream_name(source)
+        validate_stream_name(source, stored=True)
         validate_stream_name(new)
         tail_seq, _ = self._tail(source, fresh=True)
         if tail_seq == 0:
@@ -621,7 +636,7 @@ class Store:
         """Fork entries: all, or the direct forks of one stream (StreamNotFoundError if none)."""
         self._check_open()
         if stream is not None:
-            validate_stream_name(stream)
+            validate_stream_name(stream, stored=True)
             if not self.exists(stream):
                 raise StreamNotFoundError(stream)
         return self._backend.list_forks(stream)
@@ -629,7 +644,7 @@ class Store:
     def ancestry(self, stream: str) -> list[tuple[str, int]]:
         """[(ancestor, fork seq), ...] from the root to the stream's parent."""
         self._check_open()
-        validate_stream_name(stream)
+        validate_stream_name(stream, stored=True)
         if not self.exists(stream):
             raise StreamNotFoundError(stream)
         segments = self._segments(stream)
@@ -646,7 +661,7 @@ class Store:
         """
         self._check_open()
         if stream is not None:
-            validate_stream_name(stream)
+            validate_stream_name(stream, stored=True)
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("cannot be empty", field="query")
         if "\x00" in query:  # FTS5 would read the query only up to it
@@ -728,7 +743,7 @@ class Store:
         """
         self._check_open()
         if stream is not None:
-            validate_stream_name(stream)
+            validate_stream_name(stream, stored=True)
         if upto is not None:
             _check_int(upto, "upto", 0)
         damage = self._backend.check_storage()

@@ -18,6 +18,7 @@ import datetime
 import decimal
 import enum
 import os
+import re
 import threading
 import time
 import uuid
@@ -44,6 +45,8 @@ from eventlog.round_trip import MAX_NESTING
 from tests.strategies import events as event_strategy
 
 FreshURL = Callable[[], str]
+C1_NAMES = ("a\x85b", "\x9b")
+"""Names with C1 controls: refused in new streams, readable where earlier versions stored them."""
 
 
 @el.register_event_type
@@ -451,8 +454,7 @@ class BackendContract:
             "tab\there",
             "a\x7fb",
             "end\x1f",
-            "a\x85b",  # NEL, a line break to str.splitlines()
-            "\x9b",
+            *C1_NAMES,  # NEL among them, a line break to str.splitlines()
             "x" * 201,
             None,
             "a\ud800",
@@ -462,6 +464,14 @@ class BackendContract:
     def test_bad_stream_names_are_rejected(self, store: el.Store, name: Any) -> None:
         with pytest.raises(el.ValidationError):
             store.append(name, text_events(1))
+        store.append("ok", text_events(1))
+        with pytest.raises(el.ValidationError):
+            store.fork("ok", name)
+        if name in C1_NAMES:  # readable if stored (test_names_stored_by_earlier_versions...)
+            assert not store.exists(name)
+            with pytest.raises(el.StreamNotFoundError):
+                list(store.read(name))
+            return
         for call in (
             lambda: list(store.read(name)),
             lambda: store.exists(name),
@@ -709,6 +719,34 @@ class BackendContract:
         assert infos["a"].last_seq == 3 and infos["b"].last_seq == 2
         assert infos["c"].parent == "a" and infos["c"].at_seq == 2 and infos["c"].last_seq == 2
         assert infos["a"].last_ts >= infos["b"].last_ts > 0
+
+    def test_names_stored_by_earlier_versions_stay_readable(
+        self, store: el.Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Earlier versions accepted C1 controls in names: such a stream is still reachable."""
+        import eventlog.codec
+
+        earlier_rule = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]").search
+        with monkeypatch.context() as m:
+            m.setattr(eventlog.codec, "_bad_char", earlier_rule)
+            for name in C1_NAMES:
+                store.append(name, text_events(2, name))
+        for name in C1_NAMES:
+            assert store.exists(name)
+            assert texts_of(store.read(name)) == [f"{name}0", f"{name}1"]
+            assert store.stream_info(name).last_seq == 2
+            assert store.ancestry(name) == []
+            assert store.verify(name).ok
+            store.append(name, text_events(1, "more"), expected_seq=2)  # it exists: goes on
+            assert store.read_last(name, 1)[0].seq == 3
+            store.fork(name, f"fork-{ord(name[-1])}", 2)  # a new name of today's rule
+            assert len(list(store.read(f"fork-{ord(name[-1])}"))) == 2
+            with pytest.raises(el.ValidationError):  # a new name: today's rule
+                store.fork(name, name + "x", 1)
+        assert set(C1_NAMES) <= {i.stream for i in store.streams()}
+        with pytest.raises(el.ValidationError):  # a new stream: today's rule
+            store.append("new\x85", text_events(1))
+        assert not store.exists("new\x85")
 
     def test_unicode_stream_names(self, store: el.Store) -> None:
         for name in ["会话/1", "A", "a", "../etc", "x y", "emoji-🙂"]:
