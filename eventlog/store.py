@@ -685,10 +685,16 @@ class Store:
 
         return Subscription(self, after, batch)
 
-    def wait_for_commit(self, seen: int, timeout: float) -> int:
-        """Wait until a local commit happens after `seen` (a commit count) or timeout."""
+    def wait_for_commit(
+        self, seen: int, timeout: float, stop: Callable[[], bool] | None = None
+    ) -> int:
+        """Wait until a local commit happens after `seen` (a commit count) or timeout.
+
+        `stop` is checked under the lock `wake_waiters` takes, so a caller whose flag is set
+        before a `wake_waiters` call never sleeps through that wake-up.
+        """
         with self._commit_lock:
-            if self._commit_count == seen and not self._closed:
+            if self._commit_count == seen and not self._closed and not (stop and stop()):
                 self._commit_waiters += 1
                 try:
                     self._commits.wait(timeout)

@@ -67,7 +67,9 @@ class Subscription:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._store.wait_for_commit(seen, min(left, self._store.poll_interval))
+                self._store.wait_for_commit(
+                    seen, min(left, self._store.poll_interval), self._is_closed
+                )
         if not self._buffer and self.closed:
             raise StoreClosedError(self._ended())
         out = list(self._buffer)
@@ -87,8 +89,11 @@ class Subscription:
                 return event
             seen = self._store.commit_count
             if not self._fill():
-                self._store.wait_for_commit(seen, self._store.poll_interval)
+                self._store.wait_for_commit(seen, self._store.poll_interval, self._is_closed)
         raise StopIteration
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     def _ended(self) -> str:
         """Why it has ended, for StoreClosedError."""
@@ -97,7 +102,11 @@ class Subscription:
         return f"subscription to {self._store.location} is closed"
 
     def close(self) -> None:
-        """End it, waking a blocked iterator or `poll` at once (from any thread)."""
+        """End it, waking a blocked iterator or `poll` at once (from any thread).
+
+        The flag is set before the wake-up, and waits check it under the wake-up's lock
+        (`Store.wait_for_commit`), so a wait that begins meanwhile does not sleep.
+        """
         self._closed = True
         self._store.wake_waiters()
 

@@ -256,6 +256,30 @@ def test_closing_a_subscription_wakes_a_waiting_poll_at_once(url: str) -> None:
         assert len(outcome) == 1 and isinstance(outcome[0], el.StoreClosedError)
 
 
+@pytest.mark.parametrize("how", ["poll", "iterate"])
+def test_a_close_just_before_the_wait_is_not_slept_through(
+    url: str, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() landing after the closed-check but before the wait began cost a poll interval."""
+    with el.open(url, poll_interval=SLOW) as store:
+        sub = store.subscribe()
+        fill = sub._fill
+
+        def fill_then_close() -> bool:  # close() from elsewhere, in the gap
+            found = fill()
+            sub.close()
+            return found
+
+        monkeypatch.setattr(sub, "_fill", fill_then_close)
+        started = time.monotonic()
+        if how == "poll":
+            with pytest.raises(el.StoreClosedError):
+                sub.poll(timeout=SLOW)
+        else:
+            assert list(sub) == []
+        assert time.monotonic() - started < QUICK
+
+
 def test_closing_a_subscription_ends_a_blocked_iteration_at_once(url: str) -> None:
     with el.open(url, poll_interval=SLOW) as store:
         store.append("s", text_events(1))
