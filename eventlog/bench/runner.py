@@ -459,7 +459,7 @@ def _openai_append(r: _Run, data: list[EventData], batch: int) -> float:
 def _reads(r: _Run, backend: str) -> None:
     data = r.data[: r.sizes.read_events]
     store = ours.Populated(backend, r.path("read"), data)
-    limit_read, limit_all, limit_last = _raw_readers(r, backend, data)
+    limit_read, limit_all, limit_last, close_raw = _raw_readers(r, backend, data)
     try:
         peer_fns, names, closers = _peer_readers(r, data) if backend == "sqlite" else ([], [], [])
         try:
@@ -501,6 +501,7 @@ def _reads(r: _Run, backend: str) -> None:
         _replay(r, backend, store, limit_read)
     finally:
         store.close()
+        close_raw()
 
 
 _READ_LIMIT = {
@@ -513,18 +514,22 @@ _READ_LIMIT = {
 
 def _raw_readers(
     r: _Run, backend: str, data: list[EventData]
-) -> tuple[Callable[[], float], Callable[[], float], Callable[[], object] | None]:
+) -> tuple[
+    Callable[[], float], Callable[[], float], Callable[[], object] | None, Callable[[], None]
+]:
+    """The raw engine's stream read, whole-store read, last-N read, and its close."""
     if backend == "sqlite":
         reader = raw.SQLiteReader(r.path("raw-read.db"), data)
-        return reader.read, reader.read_all, reader.last_n(LAST_N)
+        return reader.read, reader.read_all, reader.last_n(LAST_N), reader.close
     if backend == "lmdb":
         lmdb_reader = raw.LMDBReader(r.path("raw-read"), data)
-        return (lambda: lmdb_reader.read() or 0.0), (lambda: lmdb_reader.read() or 0.0), None
+        read = lambda: lmdb_reader.read() or 0.0  # noqa: E731
+        return read, read, None, lmdb_reader.close
     if backend == "jsonl":
         file_reader = raw.FileReader(r.path("raw-read.jsonl"), data)
-        return file_reader.read, file_reader.read, None
+        return file_reader.read, file_reader.read, None, lambda: None
     decode = raw.msgspec_decode(data)
-    return decode, decode, None
+    return decode, decode, None, lambda: None
 
 
 def _peer_readers(
