@@ -61,6 +61,13 @@ NO_STREAM: Literal["no_stream"] = "no_stream"
 """Append only if the stream does not exist yet."""
 _VALID_NAMES_KEPT = 10_000
 """At most this many checked stream names are remembered (bounds the set's memory)."""
+_TAILS_KEPT = 65_536
+"""Stream tails cached at most (about 200 B each); the oldest entry goes first."""
+_FORKS_KEPT = 65_536
+"""Fork entries cached at most (they never change once made)."""
+_LINEAGE_KEPT = 100_000
+"""Segments of fork lineages cached at most, all streams together (a chain D forks deep has
+D segments per stream, so caching every stream's would take D^2 / 2)."""
 
 PAGE = 1000
 MAX_SEQ = 2**63 - 1
@@ -139,6 +146,10 @@ class Store:
         self._existing: set[str] = set()
         """Streams seen to exist (a read past a stream's end need not ask the backend again)."""
         self._lineage: dict[str, list[Segment]] = {}
+        self._lineage_segments = 0
+        """Segments held by `_lineage` (bounded by `_LINEAGE_KEPT`)."""
+        self._fork_entries: dict[str, ForkInfo] = {}
+        """Fork entries read from the backend: a stream's entry never changes once made."""
         self._stream_locks = StreamLocks()
         # Entered as the plain lock, and notified only while someone waits (see `_committed`).
         self._commit_lock = threading.Lock()
@@ -295,7 +306,7 @@ class Store:
 
     def _committed(self, stream: str, last: Record) -> None:
         """After an append commits: cache the stream's new tail and wake waiting subscribers."""
-        self._tails[stream] = (last.seq, last.hash)
+        self._cache_tail(stream, (last.seq, last.hash))
         with self._commit_lock:
             self._commit_count += 1
             if self._commit_waiters:
@@ -391,20 +402,48 @@ class Store:
         rec = self._backend.last(stream)
         if rec is not None:
             tail = (rec.seq, rec.hash)
-            self._tails[stream] = tail
+            self._cache_tail(stream, tail)
             return tail
-        fork = self._backend.get_fork(stream)
+        fork = self._fork_entry(stream)
         if fork is None:
             return 0, GENESIS
         return fork.at_seq, self._record_at(fork.parent, fork.at_seq).hash
 
+    def _cache_tail(self, stream: str, tail: tuple[int, bytes]) -> None:
+        """Remember a stream's tail; past `_TAILS_KEPT` streams, forget the oldest entry.
+
+        A tail is only a hint: a stale or forgotten one costs a read of the stream's last
+        record (a stale one is caught by the backend's conflict and read afresh).
+        """
+        tails = self._tails
+        tails[stream] = tail
+        if len(tails) > _TAILS_KEPT:
+            del tails[next(iter(tails))]
+
+    def _fork_entry(self, stream: str) -> ForkInfo | None:
+        """The stream's fork entry, if it is a fork (cached: an entry never changes)."""
+        fork = self._fork_entries.get(stream)
+        if fork is None:
+            fork = self._backend.get_fork(stream)
+            if fork is not None and len(self._fork_entries) < _FORKS_KEPT:
+                self._fork_entries[stream] = fork
+        return fork
+
     def _record_at(self, stream: str, seq: int) -> Record:
-        for origin, lo, hi in self._segments(stream):
-            if lo <= seq and (hi is None or seq <= hi):
-                page = self._backend.read(origin, seq, seq, limit=1)
-                if page:
-                    return page[0]
-                break
+        """The record a stream reads at `seq`: its own, or an ancestor's below a fork point.
+
+        Walks up the fork entries rather than building the stream's whole lineage: verifying
+        or copying a chain of forks asks this of every fork's parent.
+        """
+        current, seen = stream, set()
+        while (fork := self._fork_entry(current)) is not None and seq <= fork.at_seq:
+            seen.add(current)
+            current = fork.parent
+            if current in seen:
+                raise CorruptionError("fork ancestry loops", stream=stream)
+        page = self._backend.read(current, seq, seq, limit=1)
+        if page:
+            return page[0]
         raise CorruptionError(
             "record is missing (a fork points past its parent's end)",
             stream=stream,
@@ -420,21 +459,27 @@ class Store:
         if cached is not None:
             return cached
         chain: list[Segment] = []
-        current, upper = stream, None
+        current, upper, seen = stream, None, set()
         while True:
-            fork = self._backend.get_fork(current)
+            fork = self._fork_entry(current)
             if fork is None:
                 chain.append((current, 1, upper))
                 break
             chain.append((current, fork.at_seq + 1, upper))
             # An ancestor is visible only up to the lowest fork point below it.
+            seen.add(current)
             current = fork.parent
             upper = fork.at_seq if upper is None else min(upper, fork.at_seq)
-            if len(chain) > 10_000:
+            if current in seen:
                 raise CorruptionError("fork ancestry loops", stream=stream)
         chain.reverse()
         if len(chain) > 1:
-            self._lineage[stream] = chain
+            if self._lineage_segments + len(chain) > _LINEAGE_KEPT:
+                self._lineage.clear()  # rebuilt on demand from the cached fork entries
+                self._lineage_segments = 0
+            if len(chain) <= _LINEAGE_KEPT:
+                self._lineage[stream] = chain
+                self._lineage_segments += len(chain)
         return chain
 
     def read(
