@@ -528,7 +528,13 @@ class Codec:
                 f"the upcasters of {rec.type!r} made a {type(value).__name__}, not an object"
             )
         value["type"] = rec.type
-        result: EventData = msgspec.convert(value, cls, strict=self.format == "msgpack")
+        try:
+            result: EventData = msgspec.convert(value, cls, strict=self.format == "msgpack")
+        except msgspec.ValidationError as exc:  # the stored payload was fine; what it became not
+            raise corrupt(
+                f"the upcasters of {rec.type!r} from version {rec.version} made a value that "
+                f"does not match {cls.__name__} at version {current}: {exc}"
+            ) from exc
         return result
 
     def decode_meta(self, rec: Record, location: str = "") -> dict[str, Any]:

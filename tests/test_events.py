@@ -172,6 +172,12 @@ def test_upcaster_applies_on_read_and_missing_one_is_corruption() -> None:
             ([1, 2], "at version 1 is a list, not an object"),
             (7, "at version 1 is a int, not an object"),
             ({"type": "test.renamed", "zz": 1}, "from version 1 failed on this record: KeyError"),
+            # The upcasters' result, not the stored payload, is what does not fit the class.
+            (
+                {"name": "Ada", "years": "old"},
+                r"upcasters of 'test.renamed' from version 1 made a value that does not match "
+                r"Renamed at version 3: Expected `int`, got `str` - at `\$.age`",
+            ),
         ]:
             with pytest.raises(el.CorruptionError, match=message) as err:
                 codec.decode_data(_record("test.renamed", 1, enc(stored)), "/the/store")
