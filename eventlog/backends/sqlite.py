@@ -3,7 +3,8 @@
 Uniqueness of (stream, seq) and of ids is enforced by the schema; the positions of a transaction
 are assigned inside it while it holds SQLite's write lock, so they commit in position order and a
 reader following positions never skips one. Appends go through a group-commit writer (see
-`sqlite_writer`); reads use one connection per thread, which WAL lets run beside the writer.
+`sqlite_writer`); reads take a connection from a small pool of idle ones, which WAL lets run
+beside the writer.
 Full-text search over event text (FTS5) is chosen when a store is created (`?search=on`).
 See docs/backends/sqlite.md for the guarantees.
 """
@@ -77,6 +78,9 @@ _ID_CHUNK = 500
 """Ids per `IN (...)` query (SQLite's default limit on parameters is 32766; keep them short)."""
 _OPTIONS = {"search", "busy_timeout", "check"}
 _MMAP_BYTES = 256 * 1024 * 1024
+_IDLE_READERS = 16
+"""Idle reader connections kept for the next read; one returned beyond these is closed. (One
+per thread, kept until `close`, leaked two file descriptors per thread that ever read.)"""
 _ROW_BYTES = 120
 """A row's bytes besides its packed record (id, stream, seq, ts, type, index entries)."""
 _TRUE = {"on", "true", "1", "yes"}
@@ -195,10 +199,10 @@ class SQLiteBackend(Backend):
         self._closed = False
         self._lock = threading.Lock()
         self._reading = 0
-        """Queries in flight on reader connections."""
+        """Queries in flight on reader connections (each holds one taken from `_idle`)."""
         self._reads_done = threading.Condition(self._lock)
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._idle: list[sqlite3.Connection] = []
+        """Reader connections no query holds, the most recently used last."""
         self._writer = GroupWriter(self._connect(), self._translate, self.location, self._connect)
 
     def _connect(self) -> sqlite3.Connection:
@@ -216,44 +220,65 @@ class SQLiteBackend(Backend):
     def _translate(self, exc: BaseException) -> BaseException:
         return translate_error(exc, self.location)
 
-    def _reader(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            with self._lock:
-                if self._closed:
-                    raise StoreClosedError(f"store {self.location} is closed")
-                conn = self._connect()
-                conn.execute("PRAGMA query_only=ON")
-                # Reading pages through a memory map saves a copy and a syscall per page.
-                conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
-                self._readers.append(conn)
-            self._local.conn = conn
+    def _new_reader(self) -> sqlite3.Connection:
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA query_only=ON")
+            # Reading pages through a memory map saves a copy and a syscall per page.
+            conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _query(
         self, sql: str, params: Sequence[Any] = (), *, search: str | None = None
     ) -> list[Any]:
-        """Rows of a read on this thread's reader connection (`search`: the query it runs)."""
-        self._begin_read()
+        """Rows of a read on a pooled reader connection (`search`: the query it runs)."""
+        conn = self._take_reader()
         try:
-            return self._reader().execute(sql, params).fetchall()
+            rows: list[Any] = conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
+            self._return_reader(conn)
             raise translate_error(exc, self.location, search) from exc
-        finally:
-            self._end_read()
+        except BaseException:  # interrupted mid-query: its statement may still hold a snapshot
+            self._return_reader(conn, keep=False)
+            raise
+        self._return_reader(conn)
+        return rows
 
-    def _begin_read(self) -> None:
-        """Count a query in flight: `close` waits for it (closing a connection in use crashes)."""
+    def _take_reader(self) -> sqlite3.Connection:
+        """An idle reader connection (a new one if none is idle), counted as a query in flight.
+
+        `close` waits for the queries in flight (closing a connection in use crashes).
+        """
         with self._lock:
             if self._closed:
                 raise StoreClosedError(f"store {self.location} is closed")
             self._reading += 1
+            if self._idle:
+                return self._idle.pop()
+        try:
+            return self._new_reader()
+        except BaseException:
+            self._return_reader(None)
+            raise
 
-    def _end_read(self) -> None:
+    def _return_reader(self, conn: sqlite3.Connection | None, *, keep: bool = True) -> None:
+        """Give a connection back to the pool (or close it) and end the query's count.
+
+        It is closed if `keep` is false or enough are idle. Once the store is closed, `close`
+        closes whatever is idle.
+        """
         with self._lock:
+            if conn is not None and keep and len(self._idle) < _IDLE_READERS:
+                self._idle.append(conn)
+                conn = None
             self._reading -= 1
             if self._closed and not self._reading:
                 self._reads_done.notify_all()
+        if conn is not None:
+            conn.close()
 
     def _write(self, work: Callable[[sqlite3.Connection], Any], durability: Durability) -> Any:
         return self._writer.run(work, durability)
@@ -579,7 +604,7 @@ class SQLiteBackend(Backend):
             self._closed = True
             while self._reading:  # another thread's query: its connection must stay open
                 self._reads_done.wait()
-            readers, self._readers = self._readers, []
+            readers, self._idle = self._idle, []
         self._writer.close()
         for conn in readers:
             conn.close()

@@ -4,7 +4,9 @@ Tables are created with sqlite-utils. A new store is built in a temporary file b
 and linked into place, so no process ever sees a half-created schema and two processes creating
 the same store at once end up sharing one of them. Existing files are inspected through a
 read-only connection first: a file that is corrupt, not an eventlog store, or written by a newer
-eventlog is reported by name and never modified.
+eventlog is reported by name and never modified. A transaction a crash left in a rollback journal
+is rolled back first, and a store in another journal mode (a `VACUUM INTO` copy, say) is put in
+WAL mode.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ SCHEMA_VERSION = 4
 APPLICATION_ID = 0x45564C47
 """`PRAGMA application_id` of eventlog files ("EVLG")."""
 SQLITE_HEADER = b"SQLite format 3\x00"
+_WAL_VERSIONS = slice(18, 20)
+"""Header bytes holding the file format's write and read versions: 2 and 2 in WAL mode."""
 
 VERSION_TABLE = "eventlog_schema"
 REQUIRED_TABLES = ("events", "forks", "blobs", "snapshots", VERSION_TABLE)
@@ -253,6 +257,7 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
             raise CorruptionError(
                 f"cannot be upgraded from schema v{version}: {exc}", location=str(path)
             ) from exc
+    _use_wal(path)  # last: a store refused above is left as it was
     return has_search
 
 
@@ -265,6 +270,15 @@ def _damaged(exc: sqlite3.Error) -> bool:
     )
 
 
+def _corrupt(exc: sqlite3.Error) -> bool:
+    """Whether an error of an open-time read says the file is damaged.
+
+    Not locked, unwritable or unreadable: READONLY, CANTOPEN, PERM, IOERR, AUTH and the rest
+    leave a healthy store.
+    """
+    return _primary_code(exc) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
 def _busy(exc: sqlite3.Error) -> bool:
     """Whether SQLite gave up waiting for another connection's lock (not a damaged file)."""
     return _primary_code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -272,8 +286,13 @@ def _busy(exc: sqlite3.Error) -> bool:
 
 def _primary_code(exc: sqlite3.Error) -> int:
     """SQLite's primary result code of an error (its extended code's low byte)."""
+    return _code(exc) & 0xFF
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """SQLite's extended result code of an error (0 for the driver's own errors)."""
     code: int = getattr(exc, "sqlite_errorcode", 0)
-    return code & 0xFF
+    return code
 
 
 def _create(path: Path, *, search: bool, target: int = SCHEMA_VERSION) -> None:
@@ -357,7 +376,7 @@ def inspect(path: Path, *, check: bool = False) -> tuple[int, bool]:
     before = {p for p in _siblings(path) if p.exists()}
     try:
         return _inspect(path, check)
-    except CorruptionError:
+    except CorruptionError:  # (not when unavailable: another process may be opening it now)
         for sibling in _siblings(path):
             if sibling not in before:
                 with contextlib.suppress(OSError):
@@ -384,19 +403,99 @@ def _inspect(path: Path, check: bool) -> tuple[int, bool]:
             location=str(path),
         )
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        return _inspect_read_only(path, check)
     except sqlite3.Error as exc:
-        raise CorruptionError(f"cannot be opened: {exc}", location=str(path)) from exc
+        if _code(exc) != sqlite3.SQLITE_READONLY_ROLLBACK:
+            raise refusal(path, exc) from exc
+    # A hot journal: a writer in rollback-journal mode died in a transaction, and only a
+    # connection that can write rolls it back. Until then no read-only one reads the file.
+    _roll_back(path)
+    try:
+        return _inspect_read_only(path, check)
+    except sqlite3.Error as exc:
+        raise refusal(path, exc) from exc
+
+
+def _inspect_read_only(path: Path, check: bool) -> tuple[int, bool]:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         return _inspect_conn(conn, path, check)
-    except sqlite3.DatabaseError as exc:
-        if _busy(exc):
-            raise BackendUnavailableError(
-                f"{path}: locked by another process, could not be read ({exc})"
-            ) from exc
-        raise CorruptionError(f"is corrupt: {exc}", location=str(path)) from exc
     finally:
         conn.close()
+
+
+def refusal(path: Path, exc: sqlite3.Error, doing: str = "cannot be opened") -> Exception:
+    """The error for a store that an open-time read or write could not use.
+
+    Only an error saying the file is damaged is a CorruptionError; a lock, a read-only file or
+    directory, a missing permission or an I/O error leaves a healthy store that may open later.
+    """
+    if _busy(exc):
+        return BackendUnavailableError(f"{path}: locked by another process ({doing}: {exc})")
+    if _corrupt(exc):
+        return CorruptionError(f"is corrupt: {exc}", location=str(path))
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    hint = ""
+    if _code(exc) == sqlite3.SQLITE_READONLY_DIRECTORY or _primary_code(exc) in (
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+    ):
+        hint = (
+            f"; SQLite needs to read {path.name} and to create {path.name}-wal and "
+            f"{path.name}-shm beside it: are {path.parent} and the file readable and writable?"
+        )
+    return BackendUnavailableError(f"{path}: {doing}: {exc} ({name}){hint}; the store is unchanged")
+
+
+def _roll_back(path: Path) -> None:
+    """Roll back the transaction a crash left in `path`'s rollback journal (a hot journal)."""
+    log.warning(
+        "%s: rolling back a transaction interrupted by a crash (%s-journal)", path, path.name
+    )
+    doing = (
+        f"holds a transaction interrupted by a crash ({path.name}-journal), which only a "
+        "connection that can write the file and its directory can roll back"
+    )
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise refusal(path, exc, doing) from exc
+
+
+def _use_wal(path: Path) -> None:
+    """Put a store that is not in WAL mode (a `VACUUM INTO` copy, say) in WAL mode for good.
+
+    A read-only file stays as it is (nothing can be appended to it). In rollback-journal mode
+    readers would block the writer, a crash would leave a journal that read-only connections
+    cannot roll back, and synchronous=NORMAL would not be safe against power loss.
+    """
+    try:
+        with path.open("rb") as f:
+            header = f.read(_WAL_VERSIONS.stop)
+    except OSError as exc:
+        raise BackendUnavailableError(f"{path}: cannot be read: {exc}") from exc
+    if header[_WAL_VERSIONS] == b"\x02\x02":
+        return
+    doing = "is not in WAL mode and could not be put in it now"
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        if _primary_code(exc) == sqlite3.SQLITE_READONLY:
+            log.info("%s: read-only, left in its journal mode", path)
+            return
+        raise refusal(path, exc, doing) from exc
+    if mode != "wal":
+        log.info("%s: left in journal mode %s (read-only?)", path, mode)
+        return
+    log.info("%s: put in WAL mode", path)
 
 
 def _inspect_conn(conn: sqlite3.Connection, path: Path, check: bool) -> tuple[int, bool]:

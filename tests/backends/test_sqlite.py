@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import itertools
 import os
@@ -20,6 +21,7 @@ import msgspec
 import pytest
 
 import eventlog as el
+from eventlog.backends import sqlite as sqlite_backend
 from eventlog.backends import sqlite_schema, sqlite_writer
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.envelope import pack_record, unpack_record
@@ -528,6 +530,57 @@ def test_a_compressed_payload_stored_inline_is_corruption(tmp_path: Path) -> Non
         assert store_stats(store).events == 2
 
 
+# -- reader connections ------------------------------------------------------------------------
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_reader_connections_do_not_pile_up_with_threads(tmp_path: Path) -> None:
+    """Reads take a pooled connection and give it back. One connection per thread, kept until
+    close, leaked two file descriptors per thread that ever read: 1,500 short-lived threads
+    reached `ulimit -n 1024`, and each `asyncio.run` (a new executor) added one more."""
+    before_open = _open_fds()
+    store = el.open(url_for(tmp_path / "r.db"))
+    backend = store.backend
+    assert isinstance(backend, SQLiteBackend)
+    store.append("a", text_events(2))
+    assert texts_of(store.read("a")) == ["m0", "m1"]
+    before = _open_fds()
+    for _ in range(300):
+        thread = threading.Thread(target=lambda: list(store.read("a")))
+        thread.start()
+        thread.join()
+    astore = el.AsyncStore(store)
+    for _ in range(50):
+        assert len(asyncio.run(astore.read("a"))) == 2
+    assert _open_fds() <= before + 2
+    # Many threads reading at once open as many connections, but only a few stay open.
+    start = threading.Barrier(40)
+    results: list[int] = []
+
+    def read_many() -> None:
+        start.wait()
+        for _ in range(20):
+            results.append(len(list(store.read("a"))))
+
+    threads = [threading.Thread(target=read_many) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [2] * 800
+    assert len(backend._idle) <= sqlite_backend._IDLE_READERS
+    # (SQLite may keep a closed connection's descriptor while another one of the process holds
+    # a lock on the file, and reuses it for the next: bounded by the readers at once.)
+    assert _open_fds() <= before + 2 * len(threads)
+    store.close()
+    assert _open_fds() == before_open  # every connection closed
+    with pytest.raises(el.StoreClosedError):
+        store.read("a")
+
+
 # -- opening bad files: clear errors, nothing modified ------------------------------------------
 
 
@@ -726,6 +779,129 @@ conn.execute("COMMIT")
 print("held", flush=True)
 time.sleep(60)
 """
+
+
+def _journal_mode(path: Path) -> str:
+    with closing(sqlite3.connect(path)) as conn:
+        mode: str = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        return mode
+
+
+_DIE_IN_A_TRANSACTION = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size=2")  # changed pages spill into the file before the commit
+conn.execute("BEGIN IMMEDIATE")
+for i in range(300):
+    conn.execute("INSERT INTO blobs VALUES (?, zeroblob(4000))", (f"lost{i}",))
+conn.execute("UPDATE events SET rec = x'00'")
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_crash_in_a_rollback_journal_transaction_is_rolled_back_on_open(
+    tmp_path: Path,
+) -> None:
+    """A store not in WAL mode (a `VACUUM INTO` backup, say) whose writer was killed in a
+    transaction has a hot journal, which a read-only connection cannot roll back: every open
+    was refused as corrupt though the data was intact. Now the open rolls it back and puts the
+    store in WAL mode."""
+    source, path = tmp_path / "a.db", tmp_path / "b.db"
+    with el.open(url_for(source)) as store:
+        store.append("s", text_events(3))
+    with closing(sqlite3.connect(source)) as conn:
+        conn.execute(f"VACUUM INTO '{path}'")
+    assert _journal_mode(path) == "delete"
+    size = path.stat().st_size
+    child = subprocess.Popen(
+        [sys.executable, "-c", _DIE_IN_A_TRANSACTION, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "held\n"
+    finally:
+        child.kill()
+        child.wait()
+        for pipe in (child.stdin, child.stdout):
+            if pipe is not None:
+                pipe.close()
+    journal = path.with_name("b.db-journal")
+    assert journal.stat().st_size > 0 and path.stat().st_size > size  # a hot journal
+    with el.open(url_for(path)) as store:
+        assert texts_of(store.read("s")) == ["m0", "m1", "m2"]
+        assert store.verify().ok
+        assert store.backend.get_blob("lost0") is None
+        store.append("s", [el.ModelInput.from_text("m3")])
+    assert not journal.exists()
+    assert _journal_mode(path) == "wal"
+    with el.open(url_for(path)) as store:
+        assert texts_of(store.read("s")) == ["m0", "m1", "m2", "m3"]
+
+
+_NO_DAC = ["--bounding-set=-dac_override,-dac_read_search"]
+_NO_DAC += ["--inh-caps=-dac_override,-dac_read_search"]
+
+_OPEN_AND_APPEND = """
+import sys, eventlog as el
+try:
+    with el.open(sys.argv[1]) as store:
+        print("read", len(list(store.read("s"))), flush=True)
+        store.append("s", [el.ModelInput.from_text("more")])
+        print("appended", flush=True)
+except el.EventlogError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def _open_without_permissions(path: Path) -> list[str]:
+    """Lines printed by a process that opens `path` and cannot bypass file permissions."""
+    command = [sys.executable, "-c", _OPEN_AND_APPEND, url_for(path)]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and setpriv (util-linux) is missing to drop the rights")
+        command = [setpriv, *_NO_DAC, *command]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_read_only_directory_is_unavailable_not_corrupt(tmp_path: Path) -> None:
+    """SQLite cannot create the -shm file in a read-only directory (SQLITE_READONLY_DIRECTORY):
+    that was reported as a CorruptionError for a healthy store."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "e.db"
+    _populated(path)
+    before = path.read_bytes()
+    folder.chmod(0o555)
+    try:
+        (line,) = _open_without_permissions(path)
+    finally:
+        folder.chmod(0o755)
+    assert line.startswith("BackendUnavailableError "), line
+    assert str(path) in line and "unchanged" in line and "writable" in line
+    assert path.read_bytes() == before
+    assert sorted(folder.iterdir()) == [path]
+
+
+def test_a_read_only_file_stays_readable_in_its_journal_mode(tmp_path: Path) -> None:
+    """A read-only store is read as it is: not switched to WAL, appends refused."""
+    source, path = tmp_path / "a.db", tmp_path / "b.db"
+    _populated(source)
+    with closing(sqlite3.connect(source)) as conn:
+        conn.execute(f"VACUUM INTO '{path}'")
+    path.chmod(0o444)
+    before = path.read_bytes()
+    read, refused = _open_without_permissions(path)
+    assert read == "read 300"
+    assert refused.startswith("BackendUnavailableError ") and "readonly" in refused
+    assert path.read_bytes() == before
+    assert _journal_mode(path) == "delete"
 
 
 def test_corrupt_pages_are_reported_with_the_file(tmp_path: Path) -> None:

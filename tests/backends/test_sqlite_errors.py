@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import eventlog as el
+from eventlog.backends import sqlite_schema
 from eventlog.backends.base import Conflict, Durability, ForkInfo, Record
 from eventlog.backends.sqlite import SQLiteBackend, translate_error
 
@@ -235,3 +236,48 @@ def test_real_closed_connection(backend: SQLiteBackend) -> None:
         backend.read("s", 1, None)
     with pytest.raises(el.StoreClosedError):
         backend.append([record("s", 1)], Durability.NONE)
+
+
+# -- errors of the open-time checks: only damage is corruption ------------------------------------
+
+
+def coded_error(code: int, name: str) -> sqlite3.Error:
+    exc = sqlite_error(sqlite3.OperationalError, name, f"message of {name}")
+    exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+    return exc
+
+
+OPEN_CASES = [
+    (sqlite3.SQLITE_CORRUPT, "SQLITE_CORRUPT", el.CorruptionError, "is corrupt"),
+    (sqlite3.SQLITE_NOTADB, "SQLITE_NOTADB", el.CorruptionError, "is corrupt"),
+    (sqlite3.SQLITE_BUSY, "SQLITE_BUSY", el.BackendUnavailableError, "locked by another"),
+    (sqlite3.SQLITE_LOCKED, "SQLITE_LOCKED", el.BackendUnavailableError, "locked by another"),
+    (sqlite3.SQLITE_READONLY, "SQLITE_READONLY", el.BackendUnavailableError, "unchanged"),
+    (
+        sqlite3.SQLITE_READONLY_DIRECTORY,
+        "SQLITE_READONLY_DIRECTORY",
+        el.BackendUnavailableError,
+        "writable?",
+    ),
+    (
+        sqlite3.SQLITE_READONLY_ROLLBACK,
+        "SQLITE_READONLY_ROLLBACK",
+        el.BackendUnavailableError,
+        "unchanged",
+    ),
+    (sqlite3.SQLITE_CANTOPEN, "SQLITE_CANTOPEN", el.BackendUnavailableError, "writable?"),
+    (sqlite3.SQLITE_PERM, "SQLITE_PERM", el.BackendUnavailableError, "writable?"),
+    (sqlite3.SQLITE_IOERR_READ, "SQLITE_IOERR_READ", el.BackendUnavailableError, "unchanged"),
+    (sqlite3.SQLITE_AUTH, "SQLITE_AUTH", el.BackendUnavailableError, "unchanged"),
+]
+
+
+@pytest.mark.parametrize(("code", "name", "expected", "detail"), OPEN_CASES)
+def test_open_time_errors_are_corruption_only_for_damage(
+    code: int, name: str, expected: type[BaseException], detail: str
+) -> None:
+    """A read-only directory (SQLITE_READONLY_DIRECTORY) made a healthy store a CorruptionError:
+    every error of the open-time checks but a damaged file's leaves the store as it was."""
+    got = sqlite_schema.refusal(Path(LOC), coded_error(code, name))
+    assert type(got) is expected
+    assert LOC in str(got) and detail in str(got)
