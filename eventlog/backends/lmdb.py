@@ -80,6 +80,9 @@ _U64 = struct.Struct(">Q")
 _I64 = struct.Struct(">q")
 _SEQ_MAX = _U64.pack(2**64 - 1)
 _DBS = ("events", "positions", "ids", "streams", "forks", "blobs", "snapshots", "meta")
+_DB_KEYS = frozenset(n.encode() for n in _DBS)
+"""eventlog's databases as keys of the main database: an environment holding any other key is
+not an eventlog store."""
 
 T = TypeVar("T")
 Txn = Any
@@ -331,18 +334,22 @@ class _Shared:
             self.data_fd = -1
 
     def _open_existing(self, path: str) -> bytes | None:
-        """Open the named databases of the read-only environment; the stored layout, or None.
+        """Open the named databases of the read-only environment; the stored layout.
 
-        None when a database or the layout is missing (a store being created, or damaged).
+        None in an empty environment (a store another process is creating: `_open_dbs` makes
+        the databases), or in one with eventlog's databases, all empty, and no layout.
+        Another program's environment, or an eventlog store missing a database or its
+        layout, raises (see `_checked_store`) before anything is written.
         """
         while True:
             try:
-                self.dbs = [self.env.open_db(n.encode(), create=False) for n in _DBS]
                 with self.env.begin() as txn:
-                    stored: bytes | None = txn.get(b"layout", db=self.dbs[-1])
-                return _checked_layout(stored, path)
-            except lmdb.NotFoundError:
-                return None
+                    present = _present_dbs(txn, path)
+                if not present:
+                    return None
+                self.dbs = _named_dbs(self.env, present, path, None)
+                with self.env.begin() as txn:
+                    return _checked_store(txn, self.dbs, present, path)
             except lmdb.MapResizedError:
                 _resize(self.env, None)
 
@@ -378,7 +385,9 @@ class _Shared:
             self.env.reader_check()
 
     def _open_dbs(self, path: str) -> bytes | None:
-        """Open (or create) the named databases and raise the layout; return the stored layout.
+        """Open the named databases (create them in an empty environment) and raise the layout.
+
+        Returns the stored layout (None for a new store).
 
         Another process may grow the map between `lmdb.open` and this transaction (LMDB then
         refuses it until this process adopts the new size), or the map may be full: adopt or
@@ -387,9 +396,16 @@ class _Shared:
         while True:
             try:
                 with self.env.begin(write=True) as txn:
-                    self.dbs = [self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS]
+                    present = _present_dbs(txn, path)
+                    if present:  # checked as by `_open_existing`, in case it changed since
+                        self.dbs = _named_dbs(self.env, present, path, txn)
+                        stored = _checked_store(txn, self.dbs, present, path)
+                    else:  # an empty environment: a new store
+                        self.dbs = [
+                            self.env.open_db(n.encode(), txn=txn, create=True) for n in _DBS
+                        ]
+                        stored = None
                     meta = self.dbs[-1]
-                    stored = _checked_layout(txn.get(b"layout", db=meta), path)
                     if stored is None or int(stored) < LAYOUT_VERSION:
                         if stored is not None:
                             log.info(
@@ -404,6 +420,74 @@ class _Shared:
                 _resize(self.env, None)
             except lmdb.MapFullError:
                 _resize(self.env, self.env.info()["map_size"])
+
+
+def _present_dbs(txn: Txn, path: str) -> list[str]:
+    """The names of eventlog's databases the environment's main database holds.
+
+    Empty for an empty environment (a new store). A key of any other name means the
+    environment is another program's: SchemaVersionError. At most one key more than eventlog's
+    databases is read, however large the main database is.
+    """
+    present: list[str] = []
+    for key in txn.cursor().iternext(values=False):
+        name = bytes(key)
+        if name not in _DB_KEYS:
+            raise _not_eventlog(path, f"its main database holds the key {name[:64]!r}")
+        present.append(name.decode())
+    return present
+
+
+def _named_dbs(env: lmdb.Environment, present: list[str], path: str, txn: Txn | None) -> list[Any]:
+    """Handles of eventlog's databases, in `_DBS` order (None for one the environment lacks)."""
+    dbs: list[Any] = []
+    for name in _DBS:
+        try:
+            dbs.append(
+                env.open_db(name.encode(), txn=txn, create=False) if name in present else None
+            )
+        except lmdb.IncompatibleError:  # a plain value, not a database, under that key
+            raise _not_eventlog(path, f"its main database holds {name!r} as a plain key") from None
+    return dbs
+
+
+def _not_eventlog(path: str, why: str) -> SchemaVersionError:
+    return SchemaVersionError(
+        f"is an LMDB environment but not an eventlog store ({why}); nothing was changed",
+        location=path,
+    )
+
+
+def _checked_store(txn: Txn, dbs: list[Any], present: list[str], path: str) -> bytes | None:
+    """The stored layout of an environment holding some of eventlog's databases.
+
+    eventlog creates every database and the layout in one transaction, so a missing one, or a
+    missing layout, is damage (or an edit by hand): CorruptionError when any of the databases
+    holds data, never new, empty databases or a guessed layout in their place. Without data:
+    None (a layout to write) when every database is there, else the environment is not an
+    eventlog store (SchemaVersionError).
+    """
+    missing = [n for n in _DBS if n not in present]
+    stored = None if missing else _checked_layout(txn.get(b"layout", db=dbs[-1]), path)
+    if stored is not None:
+        return stored
+    what = (
+        f"the database(s) {', '.join(missing)} are missing"
+        if missing
+        else "the layout version (key 'layout' of database 'meta') is missing"
+    )
+    holding = [
+        n for n, db in zip(_DBS, dbs, strict=True) if db is not None and txn.stat(db)["entries"]
+    ]
+    if holding:
+        raise CorruptionError(
+            f"the eventlog store is damaged: {what}, while {', '.join(holding)} hold data; "
+            "nothing was changed",
+            location=path,
+        )
+    if missing:
+        raise _not_eventlog(path, what)
+    return None
 
 
 def _checked_layout(stored: bytes | None, path: str) -> bytes | None:

@@ -430,6 +430,54 @@ def test_newer_layout_is_refused(tmp_path: Path) -> None:
         el.open(f"lmdb://{path}")
 
 
+def _foreign_environment(path: Path, how: str) -> None:
+    """Another program's LMDB environment."""
+    env = lmdb.open(str(path), max_dbs=4)
+    with env.begin(write=True) as txn:
+        if how == "named database":
+            txn.put(b"alice", b"1", db=env.open_db(b"users", txn=txn))
+        elif how == "main database":
+            txn.put(b"alice", b"1")
+        else:  # a plain key named like one of eventlog's databases
+            txn.put(b"events", b"1")
+    env.close()
+
+
+@pytest.mark.parametrize("how", ["named database", "main database", "plain key 'events'"])
+def test_another_programs_environment_is_refused_and_left_alone(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "foreign"
+    _foreign_environment(path, how)
+    before = (path / "data.mdb").read_bytes()
+    with pytest.raises(el.SchemaVersionError, match="not an eventlog store") as caught:
+        el.open(f"lmdb://{path}")
+    assert str(path) in str(caught.value)
+    assert (path / "data.mdb").read_bytes() == before
+    with pytest.raises(el.SchemaVersionError):  # again: nothing was half-created
+        el.open(f"lmdb://{path}")
+    assert (path / "data.mdb").read_bytes() == before
+
+
+@pytest.mark.parametrize("edit", ["layout deleted", "meta dropped"])
+def test_a_store_that_lost_its_layout_is_damaged_not_new(tmp_path: Path, edit: str) -> None:
+    path = tmp_path / "lost"
+    with el.open(f"lmdb://{path}") as store:
+        store.append("s", text_events(2))
+    env = lmdb.open(str(path), max_dbs=8)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        if edit == "layout deleted":
+            txn.delete(b"layout", db=meta)
+        else:
+            txn.drop(meta, delete=True)
+    env.close()
+    before = (path / "data.mdb").read_bytes()
+    with pytest.raises(el.CorruptionError, match="damaged.*missing") as caught:
+        el.open(f"lmdb://{path}")
+    assert not isinstance(caught.value, el.SchemaVersionError)
+    assert str(path) in str(caught.value)
+    assert (path / "data.mdb").read_bytes() == before
+
+
 def _layout_1(path: str) -> None:
     """Rewrite an environment as layout 1 wrote it: every payload a bin, layout number 1."""
     env = lmdb.open(path, max_dbs=8)
