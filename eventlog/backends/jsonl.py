@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from array import array
 from binascii import hexlify
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,7 @@ from eventlog.backends.jsonl_names import is_stem, stem_for
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,
+    SchemaVersionError,
     StoreClosedError,
     UsageError,
 )
@@ -134,13 +136,70 @@ class Batch(NamedTuple):
 
 
 class _Stream:
-    """What the backend knows of one stream file."""
+    """What the backend knows of one stream file, and its committed appends.
 
-    __slots__ = ("batches", "fd", "fork", "header_end", "name", "path", "seqs", "stem")
+    The appends (index lines) are kept in flat arrays rather than as one object each: for the
+    i-th append, `seqs[i]` is its first seq, `offsets[i]` its byte offset and `positions[i]`
+    the position of its first event; it ends where the next one starts (appends of a file are
+    contiguous, `_follows`), the last at `end`. `ids` holds every event's id by seq (the same
+    string objects as the backend's id map), from `seqs[0]` on.
+    """
 
-    def __init__(self, stem: str, path: Path, header: Header, header_end: int) -> None:
+    __slots__ = (
+        "end",
+        "fd",
+        "folder",
+        "fork",
+        "header_end",
+        "ids",
+        "last_seq",
+        "last_ts",
+        "name",
+        "offsets",
+        "positions",
+        "seqs",
+        "stem",
+    )
+
+    def __init__(self, stem: str, folder: Path, header: Header, header_end: int) -> None:
         self.stem = stem
-        self.path = path
+        self.folder = folder
+        self.seqs = array("q")
+        self.offsets = array("q")
+        self.positions = array("q")
+        self.ids: list[str] = []
+        self.last_ts = 0
+        """Time of the last committed event (0 when none)."""
+        self.fd: int | None = None
+        self.name = ""
+        self.fork: ForkInfo | None = None
+        self.header_end = self.end = self.last_seq = 0
+        """`end`: the byte offset just past the last committed line; `last_seq`: the seq of
+        the last committed own line (first_seq - 1 when none)."""
+        self.set_header(header, header_end)
+
+    @property
+    def path(self) -> Path:
+        """The stream file (made when asked: a path object per stream costs memory)."""
+        return self.folder / f"{self.stem}.jsonl"
+
+    @property
+    def first_seq(self) -> int:
+        """Seq of the first own line."""
+        return self.fork.at_seq + 1 if self.fork else 1
+
+    def add(self, b: Batch) -> None:
+        """Record a committed append."""
+        self.seqs.append(b.seq)
+        self.offsets.append(b.offset)
+        self.positions.append(b.pos)
+        self.ids.extend(b.ids)
+        self.end = b.end
+        self.last_seq = b.seq + b.n - 1
+        self.last_ts = b.ts
+
+    def set_header(self, header: Header, header_end: int) -> None:
+        """Take the header of the file as (re)written, keeping the appends known of it."""
         self.name = header.stream
         self.fork = (
             ForkInfo(header.stream, header.parent, header.at_seq, header.fork_ts)
@@ -148,25 +207,13 @@ class _Stream:
             else None
         )
         self.header_end = header_end
-        self.batches: list[Batch] = []
-        self.seqs: list[int] = []
-        self.fd: int | None = None
+        if not self.seqs:
+            self.end = header_end
+            self.last_seq = self.first_seq - 1
 
-    @property
-    def first_seq(self) -> int:
-        """Seq of the first own line."""
-        return self.fork.at_seq + 1 if self.fork else 1
-
-    @property
-    def last_seq(self) -> int:
-        """Seq of the last committed own line (first_seq - 1 when none)."""
-        b = self.batches[-1] if self.batches else None
-        return b.seq + b.n - 1 if b else self.first_seq - 1
-
-    @property
-    def end(self) -> int:
-        """Byte offset just past the last committed line."""
-        return self.batches[-1].end if self.batches else self.header_end
+    def append_end(self, i: int) -> int:
+        """Byte offset just past the i-th append."""
+        return self.offsets[i + 1] if i + 1 < len(self.offsets) else self.end
 
     def line_no(self, seq: int) -> int:
         """1-based line number of a seq in the file (line 1 is the header)."""
@@ -478,6 +525,37 @@ def _scan_region(st: _Stream, data: bytes, start: int, first_seq: int) -> _Scan:
     return _Scan(batches, good_end, good_seq, reason)
 
 
+def _read_header(path: Path) -> tuple[Header, int]:
+    """A stream file's header and its length.
+
+    CorruptionError if it is damaged; SchemaVersionError if a newer eventlog wrote it.
+    """
+    with open(path, "rb") as f:
+        raw = f.readline(64 * 1024)
+    if not raw.endswith(b"\n"):
+        raise _corrupt(path, 1, "missing or torn header line")
+    try:
+        header = _header_decoder.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise _corrupt(path, 1, f"not a valid header: {exc}") from exc
+    if header.eventlog_jsonl > FORMAT_VERSION:
+        raise SchemaVersionError(
+            f"format version {header.eventlog_jsonl} is newer than this eventlog's "
+            f"{FORMAT_VERSION}: upgrade eventlog to open the store",
+            location=f"{path} line 1",
+        )
+    if header.eventlog_jsonl < 1:  # never written: 1 is the first version
+        raise _corrupt(path, 1, f"format version {header.eventlog_jsonl} does not exist")
+    if stem_for(header.stream) != path.stem:
+        raise _corrupt(path, 1, f"stream name {header.stream!r} does not match the file name")
+    return header, len(raw)
+
+
+def _stream_files(folder: Path) -> list[Path]:
+    """The stream files in streams/, sorted (other files there are not the store's)."""
+    return sorted(p for p in folder.glob("*.jsonl") if is_stem(p.stem))
+
+
 class JSONLBackend(Backend):
     """One JSON Lines file per stream plus a commit index, safe across threads and processes."""
 
@@ -508,7 +586,14 @@ class JSONLBackend(Backend):
         """Where index.log ends before and after the group being committed writes its lines."""
         self._last_sync = time.monotonic()
         check_store_directory(self.root, "jsonl")
-        for sub in (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots"):
+        subs = (self.root, self._streams_dir, self.root / "blobs", self.root / "snapshots")
+        made = (*subs, self.root / "lock", self._index_path)
+        if self._streams_dir.is_dir() and not all(p.exists() for p in made):
+            # Refuse a store this eventlog cannot open before making its missing parts (an
+            # index.log deleted, or directories git does not keep), as `_recover` would.
+            for path in _stream_files(self._streams_dir):
+                _read_header(path)
+        for sub in subs:
             sub.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._index_fd = -1
@@ -527,8 +612,12 @@ class JSONLBackend(Backend):
         for st in getattr(self, "_streams", {}).values():
             self._close_fd(st)
         self._streams: dict[str, _Stream] = {}
-        self._batches: list[Batch] = []
-        self._positions: list[int] = []
+        # Every committed append in position order, one entry per array: its first position,
+        # stream, first seq and number of events.
+        self._positions = array("q")
+        self._batch_streams: list[_Stream] = []
+        self._batch_seqs = array("q")
+        self._batch_ns = array("q")
         self._ids: dict[str, int] = {}
         self._head = 0
         self._seen = 0
@@ -542,26 +631,10 @@ class JSONLBackend(Backend):
     def _stream_by_stem(self, stem: str) -> _Stream:
         st = self._streams.get(stem)
         if st is None:
-            path = self._streams_dir / f"{stem}.jsonl"
-            header, end = self._read_header(path)
-            st = _Stream(stem, path, header, end)
+            header, end = _read_header(self._streams_dir / f"{stem}.jsonl")
+            st = _Stream(stem, self._streams_dir, header, end)
             self._streams[stem] = st
         return st
-
-    def _read_header(self, path: Path) -> tuple[Header, int]:
-        with open(path, "rb") as f:
-            raw = f.readline(64 * 1024)
-        if not raw.endswith(b"\n"):
-            raise _corrupt(path, 1, "missing or torn header line")
-        try:
-            header = _header_decoder.decode(raw)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            raise _corrupt(path, 1, f"not a valid header: {exc}") from exc
-        if header.eventlog_jsonl > FORMAT_VERSION:
-            raise _corrupt(path, 1, f"format version {header.eventlog_jsonl} is too new")
-        if stem_for(header.stream) != path.stem:
-            raise _corrupt(path, 1, f"stream name {header.stream!r} does not match the file name")
-        return header, len(raw)
 
     def _stream(self, name: str, *, on_disk: bool = False) -> _Stream | None:
         """The stream's state if it has a file this backend knows of (or any file: `on_disk`)."""
@@ -575,12 +648,15 @@ class JSONLBackend(Backend):
 
     def _apply(self, b: Batch) -> None:
         st = self._stream_by_stem(b.stem)
-        st.batches.append(b)
-        st.seqs.append(b.seq)
-        self._batches.append(b)
+        if b.n == 1:
+            self._ids[b.ids[0]] = b.pos
+        else:
+            self._ids.update(zip(b.ids, range(b.pos, b.pos + b.n), strict=True))
+        st.add(b)
         self._positions.append(b.pos)
-        for i, event_id in enumerate(b.ids):
-            self._ids[event_id] = b.pos + i
+        self._batch_streams.append(st)
+        self._batch_seqs.append(b.seq)
+        self._batch_ns.append(b.n)
         self._head = b.pos + b.n - 1
 
     def _follows(self, b: Batch) -> bool:
@@ -593,12 +669,12 @@ class JSONLBackend(Backend):
         return b.offset == st.end and b.seq == st.last_seq + 1
 
     def _apply_fork(self, stem: str) -> None:
-        old = self._streams.pop(stem, None)
-        if old is not None:
-            self._close_fd(old)
-        st = self._stream_by_stem(stem)
-        if old is not None:
-            st.batches, st.seqs = old.batches, old.seqs
+        st = self._streams.get(stem)
+        if st is None:
+            self._stream_by_stem(stem)
+            return
+        self._close_fd(st)  # the file was replaced: the descriptor holds the old one
+        st.set_header(*_read_header(st.path))
 
     def _refresh(self) -> None:
         """Pick up index lines other processes (or a repair) wrote since we last looked."""
@@ -695,7 +771,9 @@ class JSONLBackend(Backend):
         but torn tails.
         """
         size = os.fstat(self._index_fd).st_size
-        on_disk = {p.stem for p in self._streams_dir.glob("*.jsonl") if is_stem(p.stem)}
+        on_disk = {p.stem for p in _stream_files(self._streams_dir)}
+        for stem in sorted(on_disk):  # every header first: a refused open changes nothing
+            self._stream_by_stem(stem)
         if not self._load_index(size):
             self._rebuild("index has a malformed or inconsistent line")
             return
@@ -816,9 +894,7 @@ class JSONLBackend(Backend):
         self._reset()
         per_file: list[list[Batch]] = []
         forks: list[str] = []
-        for path in sorted(self._streams_dir.glob("*.jsonl")):
-            if not is_stem(path.stem):
-                continue
+        for path in _stream_files(self._streams_dir):
             st = self._stream_by_stem(path.stem)
             if st.fork is not None:
                 forks.append(st.stem)
@@ -1096,7 +1172,7 @@ class JSONLBackend(Backend):
     def _check_conflicts(self, st: _Stream | None, records: Sequence[Record]) -> None:
         first = records[0].seq
         if st is not None:
-            if st.batches and st.last_seq >= first:
+            if st.seqs and st.last_seq >= first:
                 raise Conflict("seq", f"{st.name!r} seq {first}")
             if first == 1 and st.fork is not None:
                 raise Conflict("seq", f"{st.name!r} is a fork")
@@ -1133,37 +1209,52 @@ class JSONLBackend(Backend):
 
     # -- reads -------------------------------------------------------------------------------
 
-    def _range_start(self, st: _Stream, lo: int, hi: int) -> tuple[int, bytes, int]:
-        """(batch index of seq lo, the bytes of every append holding lo..hi, lo's offset in them).
+    def _range_start(self, st: _Stream, lo: int, hi: int) -> tuple[int, bytes, int, int, int]:
+        """Where reading seqs lo..hi of a stream starts.
 
-        One pread covers the range; appends are the seek unit, so lines of the first append
-        before lo are skipped.
+        Returns the index of the append holding lo, the bytes of every append holding lo..hi
+        (one pread: appends are the seek unit, so lines of the first append before lo are
+        skipped), lo's offset in them, and that append's `_next_append`.
         """
-        i = bisect.bisect_right(st.seqs, lo) - 1
-        j = bisect.bisect_right(st.seqs, hi) - 1
-        b = st.batches[i]
-        buf = os.pread(self._fd(st), st.batches[j].end - b.offset, b.offset)
+        seqs = st.seqs
+        i = bisect.bisect_right(seqs, lo) - 1
+        first = seqs[i]
+        start = st.offsets[i]
+        shift, nxt = self._next_append(st, i)
+        # Most reads stay within one append: a second search only when they do not.
+        j = i if hi < nxt else bisect.bisect_right(seqs, hi, i + 1) - 1
+        buf = os.pread(self._fd(st), st.append_end(j) - start, start)
         off = 0
-        for _ in range(lo - b.seq):
+        for _ in range(lo - first):
             off = buf.find(b"\n", off) + 1
-        return i, buf, off
+        return i, buf, off, shift, nxt
+
+    @staticmethod
+    def _next_append(st: _Stream, i: int) -> tuple[int, int]:
+        """(position - seq within the i-th append, the first seq after it)."""
+        seqs = st.seqs
+        nxt = seqs[i + 1] if i + 1 < len(seqs) else st.last_seq + 1
+        return st.positions[i] - seqs[i], nxt
 
     def _read_range(self, st: _Stream, lo: int, hi: int) -> list[Record]:
         """Committed records lo..hi of a stream, read with one pread and decoded in place."""
-        i, buf, off = self._range_start(st, lo, hi)
-        b, find, seq = st.batches[i], buf.find, lo
+        i, buf, off, shift, nxt = self._range_start(st, lo, hi)
+        seqs, positions, count = st.seqs, st.positions, len(st.seqs)
+        ids, base = st.ids, st.seqs[0]
+        find, seq = buf.find, lo
         out = []
         while seq <= hi:
             nl = find(b"\n", off)
             if nl <= off:
                 raise _damaged(st, seq, "line is missing or empty (was the file modified?)")
             line, payload = self._decode_at(st, seq, buf, off, nl)
-            if seq >= b.seq + b.n:
+            if seq >= nxt:  # the next append starts at this seq
                 i += 1
-                b = st.batches[i]
-            if line.id != b.ids[seq - b.seq]:
-                raise _replaced(st, seq, line.id, b.ids[seq - b.seq])
-            out.append(self._record(st, line, payload, b.pos + seq - b.seq))
+                shift = positions[i] - seq
+                nxt = seqs[i + 1] if i + 1 < count else hi + 1
+            if line.id != ids[seq - base]:
+                raise _replaced(st, seq, line.id, ids[seq - base])
+            out.append(self._record(st, line, payload, seq + shift))
             off = nl + 1
             seq += 1
         return out
@@ -1207,17 +1298,20 @@ class JSONLBackend(Backend):
             return codec.records_to_events(self._read_range(st, lo, hi), self.location)
         decode = _typed_line_decoder(types.union).decode
         current = types.current
-        i, buf, off = self._range_start(st, lo, hi)
-        b, view, find, name, seq = st.batches[i], memoryview(buf), buf.find, st.name, lo
+        i, buf, off, shift, nxt = self._range_start(st, lo, hi)
+        seqs, positions, count = st.seqs, st.positions, len(st.seqs)
+        ids, base = st.ids, st.seqs[0]
+        view, find, name, seq = memoryview(buf), buf.find, st.name, lo
         out: list[RecordedEvent] = []
         append = out.append
         while seq <= hi:
             nl = find(b"\n", off)
             if nl <= off:
                 raise _damaged(st, seq, "line is missing or empty (was the file modified?)")
-            if seq >= b.seq + b.n:
+            if seq >= nxt:  # the next append starts at this seq
                 i += 1
-                b = st.batches[i]
+                shift = positions[i] - seq
+                nxt = seqs[i + 1] if i + 1 < count else hi + 1
             try:
                 line = decode(view[off:nl])
             except DECODE_ERRORS:
@@ -1225,7 +1319,7 @@ class JSONLBackend(Backend):
             if (
                 line is not None
                 and line.seq == seq
-                and line.id == b.ids[seq - b.seq]
+                and line.id == ids[seq - base]
                 and not line.codec
                 and (data := line.data) is not None
                 and (kind := current.get(line.type)) is not None
@@ -1237,7 +1331,7 @@ class JSONLBackend(Backend):
                         id=line.id,
                         stream=name,
                         seq=seq,
-                        position=b.pos + seq - b.seq,
+                        position=seq + shift,
                         ts=line.ts,
                         data=data,  # type: ignore[arg-type]  # its class was checked
                         meta=line.meta,
@@ -1248,9 +1342,9 @@ class JSONLBackend(Backend):
                 )
             else:
                 slow, payload = self._decode_at(st, seq, buf, off, nl)
-                if slow.id != b.ids[seq - b.seq]:
-                    raise _replaced(st, seq, slow.id, b.ids[seq - b.seq])
-                rec = self._record(st, slow, payload, b.pos + seq - b.seq)
+                if slow.id != ids[seq - base]:
+                    raise _replaced(st, seq, slow.id, ids[seq - base])
+                rec = self._record(st, slow, payload, seq + shift)
                 append(codec.to_event(rec, self.location))
             off = nl + 1
             seq += 1
@@ -1263,7 +1357,7 @@ class JSONLBackend(Backend):
         """The stream and the committed seq range a read covers (call with the mutex held)."""
         self._refresh()
         st = self._stream(stream)
-        if st is None or not st.batches or (limit is not None and limit <= 0):
+        if st is None or not st.seqs or (limit is not None and limit <= 0):
             return None
         lo = max(first, st.first_seq)
         hi = st.last_seq if last is None else min(last, st.last_seq)
@@ -1312,16 +1406,17 @@ class JSONLBackend(Backend):
     def _ranges(self, after: int, limit: int) -> list[tuple[_Stream, int, int]]:
         """(stream, lo, hi) runs holding the records with position > after, at most `limit`."""
         runs: list[tuple[_Stream, int, int]] = []
-        i = max(bisect.bisect_right(self._positions, after) - 1, 0)
-        while i < len(self._batches) and limit > 0:
-            b = self._batches[i]
+        positions, ns, seqs = self._positions, self._batch_ns, self._batch_seqs
+        i = max(bisect.bisect_right(positions, after) - 1, 0)
+        while i < len(positions) and limit > 0:
+            n = ns[i]
+            skip = max(after + 1 - positions[i], 0)
+            if skip < n:
+                take = min(n - skip, limit)
+                first = seqs[i] + skip
+                runs.append((self._batch_streams[i], first, first + take - 1))
+                limit -= take
             i += 1
-            skip = max(after + 1 - b.pos, 0)
-            if skip >= b.n:
-                continue
-            take = min(b.n - skip, limit)
-            runs.append((self._streams[b.stem], b.seq + skip, b.seq + skip + take - 1))
-            limit -= take
         return runs
 
     def read_all(self, after: int, limit: int) -> list[Record]:
@@ -1347,7 +1442,7 @@ class JSONLBackend(Backend):
         with self._mutex:
             self._refresh()
             st = self._stream(stream)
-            if st is None or not st.batches:
+            if st is None or not st.seqs:
                 return None
             return self._read_range(st, st.last_seq, st.last_seq)[0]
 
@@ -1369,16 +1464,17 @@ class JSONLBackend(Backend):
         """
         with self._mutex:
             self._refresh()
-            wanted: dict[str, list[tuple[int, str]]] = {}
+            wanted: dict[str, tuple[_Stream, list[tuple[int, str]]]] = {}
             for event_id in ids:
                 pos = self._ids.get(event_id)
                 if pos is None:
                     continue
-                b = self._batches[bisect.bisect_right(self._positions, pos) - 1]
-                wanted.setdefault(b.stem, []).append((b.seq + pos - b.pos, event_id))
+                k = bisect.bisect_right(self._positions, pos) - 1
+                st = self._batch_streams[k]
+                seq = self._batch_seqs[k] + pos - self._positions[k]
+                wanted.setdefault(st.stem, (st, []))[1].append((seq, event_id))
             out = {}
-            for stem, found in wanted.items():
-                st = self._streams[stem]
+            for st, found in wanted.values():
                 found.sort()
                 start = 0
                 for end in range(1, len(found) + 1):
@@ -1407,7 +1503,7 @@ class JSONLBackend(Backend):
             st = self._stream(fork.stream, on_disk=True)
             if st is not None:
                 self._roll_forward(self._tail(st))
-                if st.batches or st.fork is not None:
+                if st.seqs or st.fork is not None:
                     raise Conflict("fork", fork.stream)
             header = Header(
                 eventlog_jsonl=FORMAT_VERSION,
@@ -1443,9 +1539,9 @@ class JSONLBackend(Backend):
             self._refresh()
             out = []
             for st in self._streams.values():
-                if not st.batches and st.fork is None:
+                if not st.seqs and st.fork is None:
                     continue
-                last = (st.last_seq, st.batches[-1].ts) if st.batches else None
+                last = (st.last_seq, st.last_ts) if st.seqs else None
                 out.append(StreamInfo.of(st.name, last, st.fork))
         out.sort(key=lambda s: s.stream)
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import itertools
 import os
 import re
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import orjson
@@ -189,6 +191,76 @@ def test_file_holding_another_name_is_reported(root: Path) -> None:
     path.write_bytes(path.read_bytes().replace(b'"stream":"a"', b'"stream":"b"', 1))
     with pytest.raises(el.CorruptionError, match=r"line 1.*does not match the file name"):
         _open(root)
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its bytes (None for a directory)."""
+    return {
+        str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in root.rglob("*")
+    }
+
+
+@pytest.mark.parametrize("version", [2, 99])
+@pytest.mark.parametrize(
+    "damage", ["none", "index.log deleted", "only streams/ kept", "torn index"]
+)
+def test_a_newer_format_version_is_refused_and_nothing_changes(
+    root: Path, version: int, damage: str
+) -> None:
+    with _open(root) as store:
+        store.append("a", _events(1))
+        store.append("b", _events(1))
+        path = _backend(store).stream_path("b")
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b'"eventlog_jsonl":1', b'"eventlog_jsonl":%d' % version, 1))
+    if damage == "index.log deleted":
+        (root / "index.log").unlink()
+    elif damage == "only streams/ kept":  # as a git checkout of the store has it
+        for name in ("index.log", "lock"):
+            (root / name).unlink()
+        for name in ("blobs", "snapshots"):
+            (root / name).rmdir()
+    elif damage == "torn index":  # b's append unindexed, a torn line after a's
+        index = root / "index.log"
+        index.write_bytes(index.read_bytes().splitlines(keepends=True)[0] + b"B 2 1 b~")
+    before = _tree(root)
+    with pytest.raises(el.SchemaVersionError, match="upgrade eventlog") as caught:
+        _open(root)
+    assert f"{path} line 1" in str(caught.value)
+    assert f"format version {version} is newer" in str(caught.value)
+    assert _tree(root) == before
+
+
+def test_format_version_0_was_never_written_and_is_damage(root: Path) -> None:
+    with _open(root) as store:
+        store.append("a", _events(1))
+        path = _backend(store).stream_path("a")
+    path.write_bytes(path.read_bytes().replace(b'"eventlog_jsonl":1', b'"eventlog_jsonl":0', 1))
+    before = _tree(root)
+    with pytest.raises(el.CorruptionError, match=r"line 1: format version 0") as caught:
+        _open(root)
+    assert not isinstance(caught.value, el.SchemaVersionError)
+    assert _tree(root) == before
+
+
+def test_the_index_in_memory_stays_small_with_one_event_appends(root: Path) -> None:
+    """docs/backends/jsonl.md, "Limits": about 220 B per event (565 B when each index line was
+    an object of its own, with its own ids tuple and boxed numbers)."""
+    n = 20_000
+    with _open(root, durability="none") as store:
+        for i in range(n):
+            store.append(f"c-{i % 10}", [el.ModelInput.from_text("hi")])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        store = _open(root)
+        used = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    with store:
+        assert store.read_last("c-3", 1)[0].position == n - 6
+        assert len(list(store.read_all(after=n - 15))) == 15
+    assert used / n < 300, f"{used / n:.0f} B per event"
 
 
 # -- crash recovery --------------------------------------------------------------------------
