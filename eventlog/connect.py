@@ -28,8 +28,6 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "postgres": ("eventlog.backends.postgres:PostgresBackend", "postgres"),
 }
 """URL scheme -> (backend class, extra to install)."""
-_PLANNED = {"postgresql", "postgres"}
-"""Schemes with no backend in this version yet (refused with a message saying so)."""
 
 _STORE_OPTIONS = {
     "durability",
@@ -51,7 +49,7 @@ def _backend_class(scheme: str) -> Any:
     try:
         target, extra = BACKENDS[scheme]
     except KeyError:
-        known = ", ".join(f"{s}://" for s in BACKENDS if s not in _PLANNED)
+        known = ", ".join(f"{s}://" for s in BACKENDS)
         raise UsageError(f"unknown store URL scheme {scheme!r}; use one of {known}") from None
     module_name, _, cls_name = target.partition(":")
     try:
@@ -138,8 +136,8 @@ def open(url: str = "memory://", **options: Any) -> Store:
 
 def store_exists(url: str) -> bool:
     """Whether `url` names a store that exists already (opening it would create nothing)."""
-    scheme, path, _, _ = _split(url)
-    exists: bool = _backend_class(scheme).exists_at(path)
+    scheme, path, backend_opts, _ = _split(url)
+    exists: bool = _backend_class(scheme).exists_at_url(url, path, backend_opts)
     return exists
 
 
@@ -156,7 +154,7 @@ def other_store_at(url: str) -> str | None:
     from eventlog.backends.sqlite_schema import SQLITE_HEADER, database_path
 
     scheme, path, _, _ = _split(url)
-    if scheme == "memory" or not path:
+    if scheme not in {"sqlite", *_DIRECTORY_SCHEMES} or not path:  # not a local file
         return None
     target = database_path(path) if scheme == "sqlite" else Path(path)
     if target.is_dir():

@@ -157,6 +157,7 @@ class Store:
         self._commit_waiters = 0
         self._commit_count = 0
         self._wakers: set[Callable[[], None]] = set()
+        self._remote_watched = False
         """Called under the commit lock after each commit and at close (async subscribers)."""
 
     # -- properties ------------------------------------------------------------------------
@@ -738,6 +739,7 @@ class Store:
         `stop` is checked under the lock `wake_waiters` takes, so a caller whose flag is set
         before a `wake_waiters` call never sleeps through that wake-up.
         """
+        self._watch_remote()
         with self._commit_lock:
             if self._commit_count == seen and not self._closed and not (stop and stop()):
                 self._commit_waiters += 1
@@ -760,11 +762,22 @@ class Store:
         It runs in the committing thread holding the commit lock, so it must be quick and must
         not call the store (an event loop's `call_soon_threadsafe` is what it is for).
         """
+        if on:
+            self._watch_remote()
         with self._commit_lock:
             if on:
                 self._wakers.add(wake)
             else:
                 self._wakers.discard(wake)
+
+    def _watch_remote(self) -> None:
+        """Have the backend wake waiters at other processes' commits, once someone waits.
+
+        PostgreSQL's LISTEN/NOTIFY does; other backends' waiters poll.
+        """
+        if not self._remote_watched and not self._closed:
+            self._backend.watch_remote_commits(self.wake_waiters)
+            self._remote_watched = True
 
     @property
     def commit_count(self) -> int:

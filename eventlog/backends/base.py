@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -195,6 +195,11 @@ class Backend(ABC):
         """Whether a store of this backend is at a URL's `path` (False: opening creates one)."""
         return True
 
+    @classmethod
+    def exists_at_url(cls, url: str, path: str, options: dict[str, str]) -> bool:
+        """`exists_at` for backends whose store is named by more than the path (a server's)."""
+        return cls.exists_at(path)
+
     def check_storage(self) -> str | None:
         """Damage in the backend's files that its engine could not read safely (or None).
 
@@ -313,9 +318,19 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files, connections and locks."""
 
+    def watch_remote_commits(self, wake: Callable[[], None]) -> None:  # noqa: B027
+        """Call `wake()` when another process commits, where the engine can tell.
+
+        PostgreSQL's LISTEN/NOTIFY can; by default a backend never calls it: waiters poll.
+        """
+
     def disk_paths(self) -> list[Path]:
         """The files and directories holding the store's data, for size reports (none in memory)."""
         return []
+
+    def server_bytes(self) -> int | None:
+        """Bytes a server says the store takes, for backends without local files (or None)."""
+        return None
 
     # -- store-level blobs and snapshots (shared by every backend) ---------------------------
 

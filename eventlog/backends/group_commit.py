@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Sized
 from typing import Any
 
+from eventlog.backends.base import Conflict
+
 MAX_GROUP = 256
 """At most this many appends share one transaction (bounds the leader's latency)."""
 GATHER_SECONDS = 0.001
@@ -209,3 +211,30 @@ class GroupQueue(Turns):
                     j.error = exc
             if not isinstance(exc, Exception):
                 raise
+
+
+def commit_group(group: list[Job], attempt: Callable[[bool], object]) -> bool:
+    """Run a group's transaction through `attempt(nested)`, settling every job; True once committed.
+
+    The jobs first run straight in one transaction (`nested` false). If one of several fails
+    with a Conflict, the transaction is dropped and the group reruns with each job in a nested
+    transaction (`nested` true) whose failure stays its own job's error. Any other exception is
+    the error of every job not settled otherwise.
+    """
+    nested = False
+    while True:
+        try:
+            attempt(nested)
+        except Exception as exc:
+            if not nested and len(group) > 1 and isinstance(exc, Conflict):
+                nested = True  # find out whose write conflicts; the others still commit
+                continue
+            for job in group:
+                if job.error is None:
+                    job.error, job.result = exc, None
+            return False
+        except BaseException as exc:
+            for job in group:
+                job.error, job.result = exc, None
+            raise
+        return True

@@ -52,7 +52,7 @@ from eventlog.backends.base import (
     holds_store,
 )
 from eventlog.backends.envelope import exact_event
-from eventlog.backends.group_commit import GroupQueue, Job
+from eventlog.backends.group_commit import GroupQueue, Job, commit_group
 from eventlog.backends.lmdb_pages import check_file
 from eventlog.errors import (
     BackendUnavailableError,
@@ -843,24 +843,13 @@ class LMDBBackend(Backend):
         the failure undoes only that job. A full map aborts everything, grows the map and
         reruns. Returns whether it committed.
         """
-        nested = False
         sync = any(j.sync for j in group)
-        while True:
-            try:
-                self._run(functools.partial(self._run_jobs, group, nested), write=True, sync=sync)
-            except Exception as exc:
-                if not nested and len(group) > 1 and isinstance(exc, Conflict):
-                    nested = True  # find out whose append conflicts; the others still commit
-                    continue
-                for job in group:
-                    if job.error is None:
-                        job.error, job.result = exc, None
-                return False
-            except BaseException as exc:
-                for job in group:
-                    job.error, job.result = exc, None
-                raise
-            return True
+        return commit_group(
+            group,
+            lambda nested: self._run(
+                functools.partial(self._run_jobs, group, nested), write=True, sync=sync
+            ),
+        )
 
     def _run_jobs(self, group: list[Job], nested: bool, txn: Txn) -> None:
         """Each job in `txn`, or each in its own child of it (a failure then stays its own)."""

@@ -1,0 +1,341 @@
+"""The conformance suite, crash harness and PostgreSQL-specific behaviour on a real server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import eventlog as el
+from eventlog.backends.base import Conflict
+from eventlog.backends.envelope import pack_record, unpack_record
+from eventlog.errors import BackendUnavailableError, CorruptionError, SchemaVersionError
+from tests.contract import (
+    DurableContract,
+    FreshURL,
+    concurrent_single_appends,
+    text_events,
+    texts_of,
+    wait_for,
+)
+from tests.postgres import connect, fresh_schema, require_server, url_for
+
+__all__ = ["fresh_schema"]  # the fixture, used by name
+
+Schemas = Callable[[], str]
+
+
+def raw_tamper(store: el.Store, stream: str, seq: int) -> None:
+    """Flip the stored payload of one event with a separate raw psycopg connection."""
+    from eventlog.backends.postgres import PostgresBackend
+
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    table = f'"{backend.target.schema}".events'
+    with closing(connect()) as conn:
+        position, packed = conn.execute(
+            f"SELECT position, rec FROM {table} WHERE stream = %s AND seq = %s", (stream, seq)
+        ).fetchone()
+        rec = unpack_record(position, stream, packed)
+        data = rec.data.replace(b"m", b"M", 1)
+        conn.execute(
+            f"UPDATE {table} SET rec = %s WHERE position = %s",
+            (pack_record(msgspec.structs.replace(rec, data=data)), position),
+        )
+
+
+class TestPostgres(DurableContract):
+    @pytest.fixture
+    def fresh_url(self, fresh_schema: Schemas) -> FreshURL:
+        return lambda: url_for(fresh_schema())
+
+    def tamper(self, store: el.Store, stream: str, seq: int) -> None:
+        raw_tamper(store, stream, seq)
+
+
+# -- several processes, crashes ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_multiprocess_writers_and_reader(fresh_schema: Schemas) -> None:
+    from tests.multiprocess import check_multiprocess
+
+    counts = check_multiprocess(url_for(fresh_schema()), writers=4, rounds=40)
+    assert counts["events"] == 320
+
+
+def test_group_commit_shares_transactions(fresh_schema: Schemas) -> None:
+    """Durable appends from 8 threads share commits, and each is stored once."""
+    with el.open(url_for(fresh_schema()), durability="fsync") as store:
+        concurrent_single_appends(store, threads=8, per=25)
+        stats = store.backend.stats()  # type: ignore[attr-defined]
+        assert stats["jobs"] == 200
+        assert stats["commits"] < 200
+        assert sum(info.last_seq for info in store.streams()) == 200
+        assert store.verify().ok
+
+
+def test_conflicting_append_in_a_group_fails_alone(fresh_schema: Schemas) -> None:
+    """Appends sharing a transaction: one taken id fails that append only."""
+    with el.open(url_for(fresh_schema())) as store:
+        (first,) = store.append("a", text_events(1))
+        backend = store.backend
+        records = [
+            msgspec.structs.replace(backend.read("a", 1, 1)[0], stream="b", seq=1),  # id taken
+        ]
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(5)
+
+        def dup() -> None:
+            barrier.wait()
+            try:
+                backend.append(records, el.Durability.FSYNC)
+            except Conflict as exc:
+                errors.append(exc)
+
+        def ok(i: int) -> None:
+            barrier.wait()
+            store.append(f"ok{i}", text_events(1))
+
+        threads = [threading.Thread(target=dup)] + [
+            threading.Thread(target=ok, args=(i,)) for i in range(4)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [e.kind for e in errors if isinstance(e, Conflict)] == ["id"]
+        assert all(store.exists(f"ok{i}") for i in range(4))
+        assert not store.exists("b")
+        assert store.head_position() == 5
+        assert store.verify().ok
+        assert first.position == 1
+
+
+def test_listen_notify_wakes_a_subscriber_before_its_poll_interval(
+    fresh_schema: Schemas, tmp_path: Path
+) -> None:
+    """Another process's commit ends `poll` at once, though the poll interval is 60 s."""
+    url = url_for(fresh_schema())
+    with el.open(url, poll_interval=60) as reader:
+        reader.append("s", text_events(1))
+        sub = reader.subscribe(after=reader.head_position())
+        script = (
+            "import sys, time, eventlog as el\n"
+            "time.sleep(1.0)\n"
+            "with el.open(sys.argv[1]) as s: s.append('s', [el.ModelInput.from_text('late')])\n"
+        )
+        proc = subprocess.Popen([sys.executable, "-c", script, url], cwd=Path.cwd())
+        try:
+            started = time.monotonic()
+            got = sub.poll(timeout=30)
+            waited = time.monotonic() - started
+        finally:
+            proc.wait(30)
+        assert texts_of(got) == ["late"]
+        assert waited < 20  # woken by NOTIFY; polling would have waited 30 s
+
+
+def test_a_broken_writer_connection_is_replaced(fresh_schema: Schemas) -> None:
+    """The server ends the writer's connection: that append fails, the next one reconnects."""
+    with el.open(url_for(fresh_schema())) as store:
+        store.append("s", text_events(1))
+        backend = store.backend
+        pid = backend._writer.info.backend_pid  # type: ignore[attr-defined]
+        with closing(connect()) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert wait_for(lambda: not _alive(pid))
+        with pytest.raises(BackendUnavailableError):
+            store.append("s", text_events(1, "lost"), expected_seq=1)
+        store.append("s", text_events(1, "kept"), expected_seq=1)
+        assert texts_of(store.read("s")) == ["m0", "kept0"]
+        assert store.verify().ok
+
+
+def _alive(pid: int) -> bool:
+    with closing(connect()) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+        return bool(row.fetchone()[0])
+
+
+def test_two_processes_creating_one_store_share_it(fresh_schema: Schemas) -> None:
+    url = url_for(fresh_schema())
+    script = "import sys, eventlog as el\nwith el.open(sys.argv[1]) as s: pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", script, url]) for _ in range(4)]
+    assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
+    with el.open(url) as store:
+        store.append("s", text_events(2))
+        assert store.head_position() == 2
+
+
+# -- bad input: nothing is changed ------------------------------------------------------------
+
+
+def _tables(schema: str) -> list[str]:
+    with closing(connect()) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "ORDER BY table_name",
+            (schema,),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_a_schema_of_other_tables_is_refused_and_left_alone(fresh_schema: Schemas) -> None:
+    schema = fresh_schema()
+    with closing(connect()) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".orders (id int)')
+    with pytest.raises(SchemaVersionError, match="not an eventlog store") as info:
+        el.open(url_for(schema))
+    assert f"schema={schema}" in str(info.value)
+    assert _tables(schema) == ["orders"]
+    assert not el.store_exists(url_for(fresh_schema()))
+    assert el.store_exists(url_for(schema))
+
+
+def test_a_newer_layout_is_refused(fresh_schema: Schemas) -> None:
+    schema = fresh_schema()
+    url = url_for(schema)
+    with el.open(url) as store:
+        store.append("s", text_events(1))
+    with closing(connect()) as conn:
+        conn.execute(f'INSERT INTO "{schema}".eventlog_schema (version) VALUES (99)')
+    with pytest.raises(SchemaVersionError, match="newer than this eventlog"):
+        el.open(url)
+
+
+def test_a_missing_table_is_damage(fresh_schema: Schemas) -> None:
+    schema = fresh_schema()
+    url = url_for(schema)
+    el.open(url).close()
+    with closing(connect()) as conn:
+        conn.execute(f'DROP TABLE "{schema}".forks')
+    with pytest.raises(CorruptionError, match="missing: forks"):
+        el.open(url)
+
+
+def test_a_damaged_record_names_its_place(fresh_schema: Schemas) -> None:
+    schema = fresh_schema()
+    with el.open(url_for(schema)) as store:
+        store.append("s", text_events(2))
+        with closing(connect()) as conn:
+            conn.execute(f"UPDATE \"{schema}\".events SET rec = '\\x00ff' WHERE seq = 2")
+        with pytest.raises(CorruptionError, match="position 2") as info:
+            list(store.read("s"))
+        assert info.value.stream == "s"
+        report = store.verify()
+        assert not report.ok
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"schema": "Bad-Name"}, "lowercase identifier"),
+        ({"schema": "pg_catalog"}, "lowercase identifier"),
+        ({"schema": "ok", "pool_size": "0"}, "pool_size"),
+        ({"schema": "ok", "connect_timeout": "-1"}, "connect_timeout"),
+        ({"schema": "ok", "no_such_libpq_option": "1"}, "bad PostgreSQL URL"),
+    ],
+)
+def test_bad_options_are_usage_errors(options: dict[str, str], message: str) -> None:
+    require_server()
+    query = "&".join(f"{k}={v}" for k, v in options.items())
+    with pytest.raises(el.UsageError, match=message):
+        el.open(f"postgresql://127.0.0.1/test?{query}")
+
+
+def test_an_unreachable_server_is_unavailable_and_hides_the_password() -> None:
+    with pytest.raises(BackendUnavailableError, match="cannot connect") as info:
+        el.open("postgresql://me:secret@127.0.0.1:1/test?connect_timeout=2")
+    assert "secret" not in str(info.value)
+    assert "me@127.0.0.1:1" in str(info.value)
+
+
+# -- error translation: one table, each rule provoked on the server ---------------------------
+
+
+def test_error_rules_translate_real_server_errors(fresh_schema: Schemas) -> None:
+    import psycopg
+
+    from eventlog.backends.postgres_schema import translate_error
+
+    schema = fresh_schema()
+    url = url_for(schema)
+    el.open(url).close()
+    s = f'"{schema}"'
+    row = "(1, 'i', 's', 1, 0, 't', '\\x00')"
+    cases: list[tuple[str, type[BaseException], str]] = [
+        (f"INSERT INTO {s}.events VALUES {row}, (2, 'j', 's', 1, 0, 't', '')", Conflict, "seq"),
+        (f"INSERT INTO {s}.events VALUES {row}, (2, 'i', 's', 2, 0, 't', '')", Conflict, "id"),
+        (
+            f"INSERT INTO {s}.forks VALUES ('f', 'p', 1, 0), ('f', 'q', 1, 0)",
+            Conflict,
+            "fork",
+        ),
+        (f"SELECT * FROM {s}.nothing", CorruptionError, "gone"),
+        ("SELECT * FROM no_schema_here.events", CorruptionError, "gone"),
+        ("SET TRANSACTION READ ONLY; CREATE TABLE x (i int)", BackendUnavailableError, ""),
+        ("SELECT 1/0", BackendUnavailableError, "22012"),
+    ]
+    with closing(connect()) as conn:
+        for statement, kind, detail in cases:
+            with pytest.raises(psycopg.Error) as info, conn.transaction():
+                conn.execute(statement)
+            error = translate_error(info.value, "the-store")
+            assert isinstance(error, kind), (statement, error)
+            if isinstance(error, Conflict):
+                assert error.kind == detail
+            else:
+                assert detail in str(error)
+                assert "the-store" in str(error) or isinstance(error, CorruptionError)
+
+
+def test_a_writer_waits_at_most_lock_timeout_for_another(fresh_schema: Schemas) -> None:
+    """Another session holding the head row (a writer stopped mid-commit): the append gives up
+    after `lock_timeout` with BackendUnavailableError, writing nothing."""
+    schema = fresh_schema()
+    with el.open(url_for(schema, lock_timeout="0.5")) as store:
+        store.append("s", text_events(1))
+        with closing(connect()) as other, other.transaction():
+            other.execute(f'SELECT position FROM "{schema}".head FOR UPDATE')
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailableError, match="locked by another writer"):
+                store.append("s", text_events(1, "late"))
+            assert time.monotonic() - started < 5
+        store.append("s", text_events(1, "after"))
+        assert texts_of(store.read("s")) == ["m0", "after0"]
+
+
+def test_the_command_line_works_on_a_postgres_store(fresh_schema: Schemas) -> None:
+    """`eventlog --store postgresql://...`: append, log, verify and stats (with the server's
+    size of the tables as size on disk); `streams` refuses a schema that holds no store."""
+    import json
+
+    url = url_for(fresh_schema())
+
+    def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "eventlog", "--store", url, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    missing = cli("streams")
+    assert missing.returncode != 0 and "no store" in (missing.stderr + missing.stdout).lower()
+    line = json.dumps({"type": "checkpoint", "data": {"label": "one"}})
+    assert cli("append", "s", "-", stdin=line + "\n").returncode == 0
+    assert "one" in cli("log", "s").stdout
+    assert cli("verify").returncode == 0
+    stats = json.loads(cli("stats", "--json").stdout)
+    assert stats["events"] == 1
+    assert stats["disk_bytes"] > 0
