@@ -6,6 +6,7 @@ microseconds, bytes per event or MiB); the runner pairs each with its limit and 
 
 from __future__ import annotations
 
+import os
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from eventlog.bench.common import (
     sqlite_data_bytes,
     threads_elapsed,
 )
+from eventlog.bench.limits import POSTGRES_URL
 from eventlog.compression import train_dictionary
 from eventlog.events import EventData
 from eventlog.projections.runner import Runner
@@ -33,9 +35,16 @@ FILE_BACKENDS = ("sqlite", "jsonl", "lmdb")
 
 
 def store_url(backend: str, path: Path, **query: str) -> str:
-    """The URL of a store of `backend` at `path` (ignored for memory)."""
+    """The URL of a store of `backend` at `path`.
+
+    `path` is ignored for memory; for PostgreSQL it names a schema of the database the raw
+    PostgreSQL limit uses.
+    """
     if backend == "memory":
         base = "memory://"
+    elif backend.startswith("postgres"):  # a schema of the benchmark database
+        base = f"{POSTGRES_URL}?schema={postgres_schema(path)}"
+        return base + "".join(f"&{k}={v}" for k, v in query.items())
     elif backend == "sqlite":
         base = f"sqlite:///{path}.db"
     else:
@@ -43,6 +52,12 @@ def store_url(backend: str, path: Path, **query: str) -> str:
     if query:
         base += "?" + "&".join(f"{k}={v}" for k, v in query.items())
     return base
+
+
+def postgres_schema(path: Path) -> str:
+    """The schema of the benchmark's PostgreSQL store for `path` (unique per process and path)."""
+    name = "".join(c if c.isalnum() else "_" for c in path.name.lower())
+    return f"eventlog_bench_{os.getpid()}_{name}"[:63]
 
 
 def store_path(backend: str, path: Path) -> Path:

@@ -381,6 +381,15 @@ def postgres_append(data: list[EventData], batch: int, url: str = POSTGRES_URL) 
         conn.close()
 
 
+def postgres_drop_schema(schema: str, url: str = POSTGRES_URL) -> None:
+    """Drop a schema an eventlog figure made (a PostgreSQL store is one schema)."""
+    psycopg = optional_module("psycopg")
+    if psycopg is None:
+        return
+    with psycopg.connect(url, connect_timeout=2, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 # -- decode, fsync, sizes, memory ----------------------------------------------------------------
 
 
