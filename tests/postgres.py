@@ -30,18 +30,23 @@ def unavailable() -> str | None:
     try:
         psycopg.connect(DATABASE, connect_timeout=3).close()
     except psycopg.Error as exc:
-        return f"no PostgreSQL server answers at {DATABASE} ({str(exc).strip()[:120]})"
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"no PostgreSQL server answers at {DATABASE} ({first_line})"
     return None
 
 
-def require_server() -> None:
-    """Skip the calling test when the server is unavailable (fail instead when it is required)."""
+def require_server(*, module: bool = False) -> None:
+    """Skip the calling test (or, with `module`, the importing test module) when the server is
+    unavailable; fail instead when it is required."""
     reason = unavailable()
     if reason is None:
         return
     if REQUIRED:
-        pytest.fail(f"EVENTLOG_REQUIRE_POSTGRES=1 but {reason}")
-    pytest.skip(f"PostgreSQL tests skipped: {reason}; set EVENTLOG_TEST_POSTGRES to a database")
+        pytest.fail(f"EVENTLOG_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
+    pytest.skip(
+        f"PostgreSQL tests skipped: {reason}; set EVENTLOG_TEST_POSTGRES to a database",
+        allow_module_level=module,
+    )
 
 
 def connect() -> Any:

@@ -28,12 +28,14 @@ from tests.contract import (
 from tests.postgres import connect, fresh_schema, require_server, url_for
 
 __all__ = ["fresh_schema"]  # the fixture, used by name
+require_server(module=True)  # one skip for the module, with the reason, where no server answers
 
 Schemas = Callable[[], str]
 
 
 def raw_tamper(store: el.Store, stream: str, seq: int) -> None:
-    """Flip the stored payload of one event with a separate raw psycopg connection."""
+    """Flip the stored payload of one event with a separate raw psycopg connection: a letter
+    of a plain payload, the middle byte of a compressed one."""
     from eventlog.backends.postgres import PostgresBackend
 
     backend = store.backend
@@ -44,10 +46,15 @@ def raw_tamper(store: el.Store, stream: str, seq: int) -> None:
             f"SELECT position, rec FROM {table} WHERE stream = %s AND seq = %s", (stream, seq)
         ).fetchone()
         rec = unpack_record(position, stream, packed)
-        data = rec.data.replace(b"m", b"M", 1)
+        if rec.codec:
+            data = bytearray(rec.data)
+            data[len(data) // 2] ^= 0x5A
+        else:
+            data = bytearray(rec.data.replace(b"m", b"M", 1))
+        assert data != rec.data
         conn.execute(
             f"UPDATE {table} SET rec = %s WHERE position = %s",
-            (pack_record(msgspec.structs.replace(rec, data=data)), position),
+            (pack_record(msgspec.structs.replace(rec, data=bytes(data))), position),
         )
 
 
@@ -58,6 +65,18 @@ class TestPostgres(DurableContract):
 
     def tamper(self, store: el.Store, stream: str, seq: int) -> None:
         raw_tamper(store, stream, seq)
+
+
+class TestPostgresCompressed(TestPostgres):
+    """The suite again with every payload compressed with zstd (codec 1 records only)."""
+
+    @pytest.fixture
+    def fresh_url(self, fresh_schema: Schemas) -> FreshURL:
+        return lambda: url_for(fresh_schema(), compression="zstd", compress_min_bytes="0")
+
+    def test_payloads_are_stored_compressed(self, store: el.Store) -> None:
+        store.append("s", text_events(2))
+        assert [r.codec for r in store.backend.read("s", 1, None)] == [1, 1]
 
 
 # -- several processes, crashes ------------------------------------------------------------------
