@@ -776,12 +776,27 @@ class Store:
         PostgreSQL's LISTEN/NOTIFY does; other backends' waiters poll.
         """
         if not self._remote_watched and not self._closed:
-            self._backend.watch_remote_commits(self.wake_waiters)
+            self._backend.watch_remote_commits(self._remote_commit)
             self._remote_watched = True
+
+    def _remote_commit(self) -> None:
+        """Another process committed (its backend says so): count it and wake waiters.
+
+        Waiters compare counts, so one that read just before the notice does not sleep.
+        """
+        with self._commit_lock:
+            self._commit_count += 1
+            if self._commit_waiters:
+                self._commits.notify_all()
+            for wake in self._wakers:
+                wake()
 
     @property
     def commit_count(self) -> int:
-        """How many appends this store object committed (for waiting subscribers)."""
+        """Commits this store object made, or heard of from other processes.
+
+        For waiting subscribers: a count that moved means something may have been committed.
+        """
         return self._commit_count
 
     # -- verify ----------------------------------------------------------------------------

@@ -213,20 +213,25 @@ class GroupQueue(Turns):
                 raise
 
 
-def commit_group(group: list[Job], attempt: Callable[[bool], object]) -> bool:
+def commit_group(
+    group: list[Job],
+    attempt: Callable[[bool], object],
+    alone: Callable[[Exception], bool] = lambda exc: isinstance(exc, Conflict),
+) -> bool:
     """Run a group's transaction through `attempt(nested)`, settling every job; True once committed.
 
     The jobs first run straight in one transaction (`nested` false). If one of several fails
-    with a Conflict, the transaction is dropped and the group reruns with each job in a nested
-    transaction (`nested` true) whose failure stays its own job's error. Any other exception is
-    the error of every job not settled otherwise.
+    with an error that may be its own (`alone`: a Conflict by default), the transaction is
+    dropped and the group reruns with each job in a nested transaction (`nested` true) whose
+    failure stays its own job's error. Any other exception is the error of every job not
+    settled otherwise.
     """
     nested = False
     while True:
         try:
             attempt(nested)
         except Exception as exc:
-            if not nested and len(group) > 1 and isinstance(exc, Conflict):
+            if not nested and len(group) > 1 and alone(exc):
                 nested = True  # find out whose write conflicts; the others still commit
                 continue
             for job in group:

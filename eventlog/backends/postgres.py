@@ -30,15 +30,29 @@ from eventlog.backends.base import (
 )
 from eventlog.backends.envelope import PackedRow, pack_record, unpack_record
 from eventlog.backends.group_commit import GroupQueue, Job, commit_group
-from eventlog.backends.postgres_schema import Target, connect, open_schema, parse_url
+from eventlog.backends.postgres_schema import (
+    SCHEMA_TABLES,
+    Target,
+    connect,
+    open_schema,
+    parse_url,
+)
 from eventlog.backends.postgres_schema import translate_error as _translate_error
-from eventlog.errors import BackendUnavailableError, CorruptionError, StoreClosedError, UsageError
+from eventlog.errors import (
+    BackendUnavailableError,
+    CorruptionError,
+    EventlogError,
+    StoreClosedError,
+    UsageError,
+)
 
 _ID_CHUNK = 1000
 """Ids per `= ANY(%s)` lookup."""
 _SEQ_MAX = 1 << 62
 _LISTEN_SECONDS = 0.5
 """How often the listener thread looks whether its store was closed."""
+_RELISTEN_SECONDS = 1.0
+"""How long the listener waits before making a lost connection again."""
 
 
 class _Txn:
@@ -103,6 +117,8 @@ class PostgresBackend(Backend):
             raise
         self._wakers: list[Callable[[], None]] = []
         self._listener: threading.Thread | None = None
+        self._stopping = threading.Event()
+        """Set by `close`: ends the listener's wait before it connects again."""
 
     # -- connections -----------------------------------------------------------------------
 
@@ -117,11 +133,19 @@ class PostgresBackend(Backend):
         """Rows of one read on a pooled connection (bytea comes back as bytes)."""
         if self._closed:
             raise StoreClosedError(f"store {self.location} is closed")
-        try:
-            with self._pool.connection() as conn:
-                return conn.execute(query.encode(), params, binary=True).fetchall()
-        except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
-            raise self._translate(exc) from exc
+        for attempt in range(2):
+            try:
+                with self._pool.connection() as conn:
+                    return conn.execute(query.encode(), params, binary=True).fetchall()
+            except psycopg.OperationalError as exc:
+                # The server restarted or ended the connection: the pool drops it, checks
+                # the idle ones (all may be gone), and the read, safe to repeat, runs again.
+                if attempt or self._closed or not _connection_lost(exc):
+                    raise self._translate(exc) from exc
+                self._pool.check()
+            except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
+                raise self._translate(exc) from exc
+        raise AssertionError("unreachable")
 
     def _writer_conn(self) -> psycopg.Connection[Any]:
         """The writer connection, made again if the last one broke (called by the leader)."""
@@ -162,6 +186,11 @@ class PostgresBackend(Backend):
         (a Conflict), the group reruns with each write in a savepoint, so the failure undoes
         only its own write.
         """
+        if self._closed:  # settle what was queued before close: only close's own job passes
+            for job in group:
+                job.result = None
+                job.error = None if job.fn is _close_mark else self._closed_error()
+            return False
         sync = any(j.sync for j in group)
 
         def attempt(nested: bool) -> None:
@@ -171,7 +200,7 @@ class PostgresBackend(Backend):
             except psycopg.Error as exc:
                 raise self._translate(exc) from exc
 
-        return commit_group(group, attempt)
+        return commit_group(group, attempt, alone=_one_writes_own)
 
     def _run_group(
         self, conn: psycopg.Connection[Any], group: list[Job], nested: bool, sync: bool
@@ -366,34 +395,53 @@ class PostgresBackend(Backend):
             self._wakers.append(wake)
             if self._listener is not None:
                 return
-            conn = connect(self.target, self._timeout)
-            try:
-                conn.execute(f"LISTEN {self.target.channel}".encode())
-            except psycopg.Error as exc:
-                conn.close()
-                raise self._translate(exc) from exc
+            conn = self._listening()
             self._listener = threading.Thread(
                 target=self._listen, args=(conn,), name="eventlog-pg-listen", daemon=True
             )
             self._listener.start()
 
-    def _listen(self, conn: psycopg.Connection[Any]) -> None:
+    def _listening(self) -> psycopg.Connection[Any]:
+        """A new connection listening on the store's channel."""
+        conn = connect(self.target, self._timeout)
+        try:
+            conn.execute(f"LISTEN {self.target.channel}".encode())
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._translate(exc) from exc
+        return conn
+
+    def _listen(self, conn: psycopg.Connection[Any] | None) -> None:
         """Wake the watchers at each notification until the store closes.
 
-        If the connection breaks, the watchers fall back to polling.
+        A lost connection is made again (every `_RELISTEN_SECONDS` until it works); the
+        watchers are woken once it is back, for the commits missed meanwhile, and poll until
+        then.
         """
         try:
             while not self._closed:
-                got = False
-                for _ in conn.notifies(timeout=_LISTEN_SECONDS, stop_after=1):
-                    got = True
-                if got and not self._closed:
-                    for wake in list(self._wakers):
-                        wake()
-        except psycopg.Error:
-            pass
+                try:
+                    if conn is None:
+                        conn = self._listening()
+                        self._wake_watchers()
+                    got = False
+                    for _ in conn.notifies(timeout=_LISTEN_SECONDS, stop_after=1):
+                        got = True
+                    if got:
+                        self._wake_watchers()
+                except (psycopg.Error, EventlogError):
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+                    self._stopping.wait(_RELISTEN_SECONDS)
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
+
+    def _wake_watchers(self) -> None:
+        if not self._closed:
+            for wake in list(self._wakers):
+                wake()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -412,32 +460,28 @@ class PostgresBackend(Backend):
             if self._closed:
                 return
             self._closed = True
-            writer, self._writer = self._writer, None
             listener = self._listener
+        self._stopping.set()
+        try:
+            # A leader commits without holding `_lock`: wait for its group to end. Whoever
+            # leads the group holding `_close_mark` settles it (`_commit_group` on a closed
+            # store fails every other job queued meanwhile with StoreClosedError).
+            with contextlib.suppress(StoreClosedError):  # a leader found it closed first
+                self._queue.run(_close_mark, False, self._commit_group)
+        finally:
+            with self._lock:
+                writer, self._writer = self._writer, None
+            if writer is not None:
+                if listener is not None:  # its wait ends at once, not at its next timeout
+                    with contextlib.suppress(psycopg.Error):
+                        writer.execute(self._sql.notify)
+                writer.close()
+            self._pool.close()
+            if listener is not None:
+                listener.join(2 * _LISTEN_SECONDS + 1)
 
-        # A leader holds no lock while it commits: one that is committing finds the writer
-        # gone only at its next group; closing under it would interrupt its commit, so wait
-        # for the queue to drain first.
-        def mark(cur: Any) -> None:
-            return None
-
-        def settle(group: list[Job]) -> bool:
-            for job in group:
-                job.result = None
-                job.error = (
-                    None if job.fn is mark else StoreClosedError(f"store {self.location} is closed")
-                )
-            return True
-
-        self._queue.run(mark, False, settle)
-        if writer is not None:
-            if listener is not None:  # its wait ends at once, not at its next timeout
-                with contextlib.suppress(psycopg.Error):
-                    writer.execute(self._sql.notify)
-            writer.close()
-        self._pool.close()
-        if listener is not None:
-            listener.join(2 * _LISTEN_SECONDS + 1)
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError(f"store {self.location} is closed")
 
     @classmethod
     def exists_at_url(cls, url: str, path: str, options: dict[str, str]) -> bool:
@@ -447,8 +491,7 @@ class PostgresBackend(Backend):
         conn = connect(target, timeout)
         try:
             row = conn.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
-                (target.schema,),
+                f"SELECT count(*) FROM ({SCHEMA_TABLES}) t".encode(), (target.schema,)
             ).fetchone()
         except psycopg.Error as exc:
             raise _translate_error(exc, target.location) from exc
@@ -470,6 +513,25 @@ class PostgresBackend(Backend):
         return cls(
             target, pool_size=int(pool_size), connect_timeout=timeout, lock_timeout=lock_timeout
         )
+
+
+def _close_mark(txn: object) -> None:
+    """The job `close` queues to wait for the group in progress (it writes nothing)."""
+
+
+def _one_writes_own(exc: Exception) -> bool:
+    """Whether an error of a group's transaction may be one write's own.
+
+    If so, the group reruns with each write in a savepoint; anything but the connection or the
+    store going away may be.
+    """
+    return not isinstance(exc, BackendUnavailableError | StoreClosedError)
+
+
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """Whether an error says the connection is gone (not a query's own failure)."""
+    state = exc.sqlstate or ""
+    return not state or state.startswith(("08", "57P"))
 
 
 class _Statements:

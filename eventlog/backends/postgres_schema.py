@@ -13,10 +13,11 @@ import hashlib
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from eventlog.backends.base import Conflict
 from eventlog.errors import (
@@ -31,7 +32,13 @@ SCHEMA_VERSION = 1
 """The layout version this eventlog writes and reads (in the `eventlog_schema` table)."""
 VERSION_TABLE = "eventlog_schema"
 TABLES = ("events", "forks", "blobs", "snapshots", "head", VERSION_TABLE)
-"""Every table of a store; a schema holding any other table is not eventlog's."""
+"""Every table of a store (a schema holding tables but no `VERSION_TABLE` is not a store)."""
+SCHEMA_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+"""
+"""The tables (and views) of a schema, whatever the role may do with them (unlike
+information_schema, which lists only those it has rights on)."""
 DEFAULT_SCHEMA = "eventlog"
 OPTIONS = {"schema", "pool_size", "connect_timeout", "lock_timeout"}
 """The URL options the backend reads; any other is passed to libpq (sslmode, ...)."""
@@ -110,12 +117,16 @@ def parse_url(url: str, options: dict[str, str]) -> tuple[Target, dict[str, str]
             f"got {schema!r}"
         )
     scheme = "postgresql"
-    conninfo = urlunsplit((scheme, parts.netloc, parts.path, urlencode(libpq), ""))
+    try:
+        # Not urlunsplit: it drops the "//" of an empty host (a Unix socket given as ?host=).
+        conninfo = make_conninfo(f"{scheme}://{parts.netloc}{parts.path}", **libpq)
+    except (psycopg.ProgrammingError, ValueError) as exc:
+        raise UsageError(f"bad PostgreSQL URL: {exc}") from None
     netloc = parts.netloc
     if "@" in netloc:  # never print a password
         user, _, host = netloc.rpartition("@")
         netloc = f"{user.split(':', 1)[0]}@{host}"
-    location = urlunsplit((scheme, netloc, parts.path, f"schema={schema}", ""))
+    location = f"{scheme}://{netloc}{parts.path}?schema={schema}"
     return Target(conninfo, schema, location), ours
 
 
@@ -143,13 +154,7 @@ def open_schema(conn: psycopg.Connection[Any], target: Target) -> None:
     with conn.transaction():
         # Serializes creation with other processes opening the same store.
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (target.channel,))
-        tables = {
-            row[0]
-            for row in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-                (schema,),
-            )
-        }
+        tables = {row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))}
         if not tables:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             statements = _CREATE.format(s=sql.Identifier(schema).as_string(conn))
@@ -202,6 +207,7 @@ ERROR_RULES: tuple[tuple[str, str, Build], ...] = (
     ("23505", "events_id_unique", lambda m, loc: Conflict("id", m)),
     ("23505", "forks_stream_unique", lambda m, loc: Conflict("fork", m)),
     ("55P03", "", lambda m, loc: BackendUnavailableError(f"{loc}: locked by another writer: {m}")),
+    ("54000", "", lambda m, loc: ValidationError(f"a value is too large to be indexed: {m}")),
     ("22021", "", lambda m, loc: ValidationError(f"cannot be stored in PostgreSQL: {m}")),
     ("", "cannot contain NUL", lambda m, loc: ValidationError(f"cannot be stored: {m}")),
     ("3F000", "", lambda m, loc: CorruptionError(f"the store's schema is gone: {m}", location=loc)),

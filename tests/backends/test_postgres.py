@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import threading
@@ -9,6 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -101,41 +103,115 @@ def test_group_commit_shares_transactions(fresh_schema: Schemas) -> None:
         assert store.verify().ok
 
 
-def test_conflicting_append_in_a_group_fails_alone(fresh_schema: Schemas) -> None:
-    """Appends sharing a transaction: one taken id fails that append only."""
-    with el.open(url_for(fresh_schema())) as store:
-        (first,) = store.append("a", text_events(1))
-        backend = store.backend
-        records = [
-            msgspec.structs.replace(backend.read("a", 1, 1)[0], stream="b", seq=1),  # id taken
-        ]
-        errors: list[BaseException] = []
-        barrier = threading.Barrier(5)
+def in_one_group(store: el.Store, *writes: Callable[[], object]) -> list[object]:
+    """Run `writes` in threads so that they share one group transaction; their outcomes.
 
-        def dup() -> None:
-            barrier.wait()
-            try:
-                backend.append(records, el.Durability.FSYNC)
-            except Conflict as exc:
-                errors.append(exc)
+    Another session holds the head row, so a first append leads a group alone and waits; the
+    writes queue meanwhile, and the next leader takes them all at once.
+    """
+    backend = store.backend
+    schema = backend.target.schema  # type: ignore[attr-defined]
+    queue = backend._queue  # type: ignore[attr-defined]
+    outcomes: list[object] = [None] * len(writes)
 
-        def ok(i: int) -> None:
-            barrier.wait()
-            store.append(f"ok{i}", text_events(1))
+    def run(i: int, write: Callable[[], object]) -> None:
+        try:
+            outcomes[i] = write()
+        except Exception as exc:
+            outcomes[i] = exc
 
-        threads = [threading.Thread(target=dup)] + [
-            threading.Thread(target=ok, args=(i,)) for i in range(4)
-        ]
+    with closing(connect()) as other:
+        other.execute("BEGIN")
+        other.execute(f'SELECT position FROM "{schema}".head FOR UPDATE')
+        leader = threading.Thread(target=lambda: store.append("first", text_events(1)))
+        leader.start()
+        assert wait_for(lambda: queue._leading and not queue._queue)
+        threads = [threading.Thread(target=run, args=(i, w)) for i, w in enumerate(writes)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
-        assert [e.kind for e in errors if isinstance(e, Conflict)] == ["id"]
-        assert all(store.exists(f"ok{i}") for i in range(4))
-        assert not store.exists("b")
-        assert store.head_position() == 5
+        assert wait_for(lambda: len(queue._queue) == len(writes))
+        other.execute("COMMIT")
+        for t in [leader, *threads]:
+            t.join(30)
+    return outcomes
+
+
+def test_a_failing_write_in_a_group_fails_alone(fresh_schema: Schemas) -> None:
+    """Writes sharing a transaction: a taken id, or a snapshot name PostgreSQL cannot store,
+    fails that write only; the others commit, positions stay gapless."""
+    with el.open(url_for(fresh_schema())) as store:
+        store.append("a", text_events(1))
+        backend = store.backend
+        taken = [msgspec.structs.replace(backend.read("a", 1, 1)[0], stream="b", seq=1)]
+        for writes, bad in [
+            (  # a taken id: a Conflict
+                [
+                    lambda: store.append("ok0", text_events(1)),
+                    lambda: backend.append(taken, el.Durability.FSYNC),
+                    lambda: store.append("ok1", text_events(1)),
+                ],
+                Conflict,
+            ),
+            (  # a NUL in a snapshot's name: refused by PostgreSQL, not by eventlog
+                [
+                    lambda: store.append("ok2", text_events(1)),
+                    lambda: backend.save_snapshot("a", "bad\x00name", 1, 1, b"x"),
+                    lambda: store.append("ok3", text_events(1)),
+                ],
+                el.ValidationError,
+            ),
+        ]:
+            commits = backend.stats()["commits"]  # type: ignore[attr-defined]
+            outcomes = in_one_group(store, *writes)
+            assert backend.stats()["commits"] == commits + 2  # type: ignore[attr-defined]
+            assert isinstance(outcomes[1], bad), outcomes
+            assert not any(isinstance(o, BaseException) for o in (outcomes[0], outcomes[2]))
+        assert all(store.exists(f"ok{i}") for i in range(4)) and not store.exists("b")
+        assert store.head_position() == 7
         assert store.verify().ok
-        assert first.position == 1
+
+
+def test_close_while_appending_raises_nothing_and_leaks_nothing(fresh_schema: Schemas) -> None:
+    """Closing a store that other threads append to: close returns, the appends that did not
+    commit raise StoreClosedError, and no connection is left on the server."""
+    schema = fresh_schema()
+    before = _connections()
+    errors: list[BaseException] = []
+    for _ in range(5):
+        store = el.open(url_for(schema), durability="none")
+        stop = threading.Event()
+
+        def append(t: int, s: el.Store = store, halt: threading.Event = stop) -> None:
+            while not halt.is_set():
+                try:
+                    s.append(f"t{t}", text_events(1))
+                except el.StoreClosedError:
+                    return
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+
+        threads = [threading.Thread(target=append, args=(t,)) for t in range(16)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)
+        store.close()
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert errors == []
+    assert wait_for(lambda: _connections() == before)
+
+
+def _connections() -> int:
+    """Client connections to the test database, besides the one asking."""
+    with closing(connect()) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
+            "AND query NOT LIKE '%%pg_stat_activity%%'"
+        ).fetchone()
+    return int(row[0])
 
 
 def test_listen_notify_wakes_a_subscriber_before_its_poll_interval(
@@ -282,39 +358,85 @@ def test_an_unreachable_server_is_unavailable_and_hides_the_password() -> None:
 
 
 def test_error_rules_translate_real_server_errors(fresh_schema: Schemas) -> None:
+    """Each rule of ERROR_RULES, on an error the server (or psycopg) really raised."""
     import psycopg
 
-    from eventlog.backends.postgres_schema import translate_error
+    from eventlog.backends.postgres_schema import ERROR_RULES, translate_error
 
     schema = fresh_schema()
-    url = url_for(schema)
-    el.open(url).close()
+    el.open(url_for(schema)).close()
     s = f'"{schema}"'
     row = "(1, 'i', 's', 1, 0, 't', '\\x00')"
-    cases: list[tuple[str, type[BaseException], str]] = [
-        (f"INSERT INTO {s}.events VALUES {row}, (2, 'j', 's', 1, 0, 't', '')", Conflict, "seq"),
-        (f"INSERT INTO {s}.events VALUES {row}, (2, 'i', 's', 2, 0, 't', '')", Conflict, "id"),
+    role = f"{schema}_nobody"
+    # (statement, parameters, error class, Conflict kind or a fragment of the message)
+    cases: list[tuple[str, tuple[object, ...], type[BaseException], str]] = [
+        (f"INSERT INTO {s}.events VALUES {row}, (2, 'j', 's', 1, 0, 't', '')", (), Conflict, "seq"),
+        (f"INSERT INTO {s}.events VALUES {row}, (2, 'i', 's', 2, 0, 't', '')", (), Conflict, "id"),
+        (f"INSERT INTO {s}.forks VALUES ('f', 'p', 1, 0), ('f', 'q', 1, 0)", (), Conflict, "fork"),
+        ("SELECT 1", (), BackendUnavailableError, "locked by another writer"),  # see below
         (
-            f"INSERT INTO {s}.forks VALUES ('f', 'p', 1, 0), ('f', 'q', 1, 0)",
-            Conflict,
-            "fork",
+            f"INSERT INTO {s}.events VALUES (1, 'i', %s, 1, 0, 't', '')",
+            (secrets.token_urlsafe(6000),),  # random: TOAST cannot shrink it under the limit
+            el.ValidationError,
+            "too large to be indexed",
         ),
-        (f"SELECT * FROM {s}.nothing", CorruptionError, "gone"),
-        ("SELECT * FROM no_schema_here.events", CorruptionError, "gone"),
-        ("SET TRANSACTION READ ONLY; CREATE TABLE x (i int)", BackendUnavailableError, ""),
-        ("SELECT 1/0", BackendUnavailableError, "22012"),
+        ("SELECT convert_from('\\xff'::bytea, 'UTF8')", (), el.ValidationError, "cannot be stored"),
+        ("SELECT %s::text", ("a\x00b",), el.ValidationError, "NUL"),
+        ("CREATE TABLE no_schema_here.x (i int)", (), CorruptionError, "schema is gone"),
+        (f"SELECT * FROM {s}.nothing", (), CorruptionError, "table of the store is gone"),
+        (
+            "SET LOCAL temp_file_limit = '64kB'; SET LOCAL work_mem = '64kB'",
+            (),
+            BackendUnavailableError,
+            "out of resources",
+        ),
+        (f"SET LOCAL ROLE {role}", (), BackendUnavailableError, "permission denied"),
+        ("SET TRANSACTION READ ONLY", (), BackendUnavailableError, "read-only server"),
+        ("SELECT 1/0", (), BackendUnavailableError, "22012"),
     ]
-    with closing(connect()) as conn:
-        for statement, kind, detail in cases:
-            with pytest.raises(psycopg.Error) as info, conn.transaction():
-                conn.execute(statement)
-            error = translate_error(info.value, "the-store")
-            assert isinstance(error, kind), (statement, error)
-            if isinstance(error, Conflict):
-                assert error.kind == detail
-            else:
-                assert detail in str(error)
-                assert "the-store" in str(error) or isinstance(error, CorruptionError)
+    follow_up = {
+        "locked": f"SET LOCAL lock_timeout = '100ms'; LOCK TABLE {s}.head",
+        "out of resources": "SELECT g FROM generate_series(1, 200000) g ORDER BY g DESC",
+        "permission denied": f"SELECT * FROM {s}.events",
+        "read-only server": f"CREATE TABLE {s}.x (i int)",
+    }
+    rules_hit: set[int] = set()
+    with closing(connect()) as conn, closing(connect()) as holder:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role}")
+        try:
+            for statement, params, kind, detail in cases:
+                then = next((q for k, q in follow_up.items() if k in detail), None)
+                if "locked" in detail:
+                    holder.execute("BEGIN")
+                    holder.execute(f"LOCK TABLE {s}.head")
+                with pytest.raises(psycopg.Error) as info, conn.transaction():
+                    conn.execute(statement, params or None)
+                    if then:
+                        conn.execute(then)
+                if "locked" in detail:
+                    holder.execute("ROLLBACK")
+                error = translate_error(info.value, "the-store")
+                assert isinstance(error, kind), (statement, error)
+                if isinstance(error, Conflict):
+                    assert error.kind == detail
+                else:
+                    assert detail in str(error), (statement, str(error))
+                rules_hit.add(_rule_of(info.value, ERROR_RULES))
+        finally:
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+    assert rules_hit == set(range(len(ERROR_RULES))) | {-1}  # every rule, and the fallback
+
+
+def _rule_of(exc: BaseException, rules: tuple[tuple[str, str, Any], ...]) -> int:
+    """The index of the rule that decides `exc` (-1: none, the fallback)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    diag = getattr(exc, "diag", None)
+    constraint = (diag.constraint_name if diag is not None else None) or ""
+    for i, (prefix, fragment, _) in enumerate(rules):
+        if state.startswith(prefix) and (not fragment or fragment in (constraint or str(exc))):
+            return i
+    return -1
 
 
 def test_a_writer_waits_at_most_lock_timeout_for_another(fresh_schema: Schemas) -> None:
@@ -358,3 +480,72 @@ def test_the_command_line_works_on_a_postgres_store(fresh_schema: Schemas) -> No
     stats = json.loads(cli("stats", "--json").stdout)
     assert stats["events"] == 1
     assert stats["disk_bytes"] > 0
+
+
+def test_libpq_parameters_and_the_unix_socket_reach_the_server(fresh_schema: Schemas) -> None:
+    """`postgresql:///db?host=/socket/dir` (an empty host) and libpq parameters holding spaces
+    are passed on as written."""
+    schema = fresh_schema()
+    url = (
+        f"postgresql:///test?host=/var/run/postgresql&schema={schema}"
+        "&application_name=my%20app&options=-c%20statement_timeout%3D4321"
+    )
+    if not Path("/var/run/postgresql").is_dir():
+        pytest.skip("no PostgreSQL socket directory at /var/run/postgresql")
+    with el.open(url) as store:
+        store.append("s", text_events(1))
+        rows = store.backend._query(  # type: ignore[attr-defined]
+            "SELECT current_setting('application_name'), current_setting('statement_timeout')"
+        )
+        assert rows == [("my app", "4321ms")]
+        assert "schema=" in store.location and "/var/run" not in store.location
+
+
+def test_reads_survive_the_server_ending_their_connections(fresh_schema: Schemas) -> None:
+    """The server ends every pooled connection (a restart, an idle timeout): reads go on."""
+    with el.open(url_for(fresh_schema(), pool_size="4")) as store:
+        store.append("s", text_events(3))
+        barrier = threading.Barrier(4)
+
+        def read() -> None:  # four reads at once: four pooled connections
+            barrier.wait()
+            assert len(list(store.read("s"))) == 3
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with closing(connect()) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND backend_type = 'client backend' AND query LIKE %s",
+                (f'%"{store.backend.target.schema}".events%',),  # type: ignore[attr-defined]
+            )
+        time.sleep(0.2)
+        for _ in range(6):
+            assert texts_of(store.read("s")) == ["m0", "m1", "m2"]
+
+
+def test_the_listener_comes_back_after_its_connection_is_lost(fresh_schema: Schemas) -> None:
+    """The LISTEN connection is ended by the server: it is made again, and other stores'
+    commits wake subscribers at once again (not at the 60 s poll interval)."""
+    url = url_for(fresh_schema())
+    with el.open(url, poll_interval=60) as reader, el.open(url) as writer:
+        sub = reader.subscribe()
+        assert sub.poll(timeout=0.1) == []  # starts the listener
+        listener = reader.backend._listener  # type: ignore[attr-defined]
+        with closing(connect()) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
+                ("LISTEN eventlog_%",),
+            )
+        time.sleep(1.5)  # lost, and made again
+        for word in ("one", "two"):
+            threading.Timer(0.3, lambda w=word: writer.append("s", text_events(1, w))).start()
+            started = time.monotonic()
+            got = sub.poll(timeout=20)
+            assert texts_of(got) == [f"{word}0"]
+            assert time.monotonic() - started < 10
+        assert listener.is_alive()
