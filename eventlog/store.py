@@ -308,12 +308,7 @@ class Store:
     def _committed(self, stream: str, last: Record) -> None:
         """After an append commits: cache the stream's new tail and wake waiting subscribers."""
         self._cache_tail(stream, (last.seq, last.hash))
-        with self._commit_lock:
-            self._commit_count += 1
-            if self._commit_waiters:
-                self._commits.notify_all()
-            for wake in self._wakers:
-                wake()
+        self._count_commit()
 
     def _records(
         self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes
@@ -784,6 +779,10 @@ class Store:
 
         Waiters compare counts, so one that read just before the notice does not sleep.
         """
+        self._count_commit()
+
+    def _count_commit(self) -> None:
+        """Count a commit and wake whoever waits for one."""
         with self._commit_lock:
             self._commit_count += 1
             if self._commit_waiters:
