@@ -87,7 +87,6 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
     own = {info.stream: info.last_seq - (info.at_seq or 0) for info in infos}
     longest = max(own, key=lambda name: (own[name], name), default=None)
     paths = store.backend.disk_paths()
-    server_bytes = store.backend.server_bytes()
     return StoreStats(
         location=store.location,
         format=store.codec.format,
@@ -99,7 +98,7 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
         last_ts=last_ts,
         compressed=compressed,
         stored_bytes=stored,
-        disk_bytes=sum(map(allocated_bytes, paths)) if paths else server_bytes,
+        disk_bytes=sum(map(allocated_bytes, paths)) if paths else store.backend.server_bytes(),
         longest_stream=longest,
         longest_events=own[longest] if longest is not None else 0,
         kinds=sorted(

@@ -157,8 +157,9 @@ class Store:
         self._commit_waiters = 0
         self._commit_count = 0
         self._wakers: set[Callable[[], None]] = set()
-        self._remote_watched = False
         """Called under the commit lock after each commit and at close (async subscribers)."""
+        self._remote_watched = False
+        """Whether the backend was asked to report other processes' commits (`_watch_remote`)."""
 
     # -- properties ------------------------------------------------------------------------
 
@@ -771,18 +772,16 @@ class Store:
         PostgreSQL's LISTEN/NOTIFY does; other backends' waiters poll.
         """
         if not self._remote_watched and not self._closed:
-            self._backend.watch_remote_commits(self._remote_commit)
+            self._backend.watch_remote_commits(self._count_commit)
             self._remote_watched = True
 
-    def _remote_commit(self) -> None:
-        """Another process committed (its backend says so): count it and wake waiters.
-
-        Waiters compare counts, so one that read just before the notice does not sleep.
-        """
-        self._count_commit()
-
     def _count_commit(self) -> None:
-        """Count a commit and wake whoever waits for one."""
+        """Count a commit and wake whoever waits for one.
+
+        The commit is this store's, or another process's that its backend reported. Waiters
+        compare counts, so one that read just before a remote commit's notice does not sleep
+        through it.
+        """
         with self._commit_lock:
             self._commit_count += 1
             if self._commit_waiters:

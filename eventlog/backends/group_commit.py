@@ -232,7 +232,7 @@ def commit_group(
             attempt(nested)
         except Exception as exc:
             if not nested and len(group) > 1 and alone(exc):
-                nested = True  # find out whose write conflicts; the others still commit
+                nested = True  # find out whose write fails; the others still commit
                 continue
             for job in group:
                 if job.error is None:

@@ -124,7 +124,7 @@ class PostgresBackend(Backend):
 
     def _translate(self, exc: BaseException) -> BaseException:
         if self._closed and isinstance(exc, psycopg.Error | psycopg_pool.PoolClosed):
-            return StoreClosedError(f"store {self.location} is closed")
+            return self._closed_error()
         if isinstance(exc, psycopg_pool.PoolTimeout):
             return BackendUnavailableError(f"{self.location}: no connection available: {exc}")
         return _translate_error(exc, self.location)
@@ -132,7 +132,7 @@ class PostgresBackend(Backend):
     def _query(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of one read on a pooled connection (bytea comes back as bytes)."""
         if self._closed:
-            raise StoreClosedError(f"store {self.location} is closed")
+            raise self._closed_error()
         for attempt in range(2):
             try:
                 with self._pool.connection() as conn:
@@ -151,7 +151,7 @@ class PostgresBackend(Backend):
         """The writer connection, made again if the last one broke (called by the leader)."""
         with self._lock:
             if self._closed:
-                raise StoreClosedError(f"store {self.location} is closed")
+                raise self._closed_error()
             conn = self._writer
             if conn is None or conn.closed or conn.broken:
                 if conn is not None:
@@ -183,8 +183,8 @@ class PostgresBackend(Backend):
         """Run queued writes in one transaction, committed once.
 
         The commit waits for the WAL flush if any write asked for it. If one of several fails
-        (a Conflict), the group reruns with each write in a savepoint, so the failure undoes
-        only its own write.
+        (a conflict, a value PostgreSQL refuses), the group reruns with each write in a
+        savepoint, so the failure undoes only its own write.
         """
         if self._closed:  # settle what was queued before close: only close's own job passes
             for job in group:

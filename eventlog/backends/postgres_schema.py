@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from eventlog.backends.base import Conflict
@@ -150,21 +149,16 @@ def open_schema(conn: psycopg.Connection[Any], target: Target) -> None:
     Raises SchemaVersionError for a schema that holds other tables or a newer layout, and
     CorruptionError for one missing some of eventlog's tables; nothing is changed then.
     """
-    schema = target.schema
+    q = target.quoted
     with conn.transaction():
         # Serializes creation with other processes opening the same store.
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (target.channel,))
-        tables = {row[0] for row in conn.execute(SCHEMA_TABLES, (schema,))}
+        tables = {row[0] for row in conn.execute(SCHEMA_TABLES, (target.schema,))}
         if not tables:
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-            statements = _CREATE.format(s=sql.Identifier(schema).as_string(conn))
-            for statement in statements.split(";"):
-                if statement.strip():
-                    conn.execute(statement.encode())
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q}".encode())
+            conn.execute(_CREATE.format(s=q).encode())  # several statements, no parameters
             conn.execute(
-                sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(
-                    sql.Identifier(schema, VERSION_TABLE)
-                ),
+                f"INSERT INTO {q}.{VERSION_TABLE} (version) VALUES (%s)".encode(),
                 (SCHEMA_VERSION,),
             )
             return
@@ -180,7 +174,7 @@ def _check_tables(conn: psycopg.Connection[Any], target: Target, tables: set[str
             location=target.location,
         )
     row = conn.execute(
-        sql.SQL("SELECT max(version) FROM {}").format(sql.Identifier(target.schema, VERSION_TABLE))
+        f"SELECT max(version) FROM {target.quoted}.{VERSION_TABLE}".encode()
     ).fetchone()
     version = int(row[0] or 0) if row else 0
     if version > SCHEMA_VERSION:
