@@ -132,7 +132,7 @@ def seconds_option(name: str, raw: str) -> float:
 
 STORE_FILES: dict[str, frozenset[str]] = {
     "jsonl": frozenset({"index.log", "streams", "blobs", "snapshots", "lock"}),
-    "lmdb": frozenset({"data.mdb", "lock.mdb"}),
+    "lmdb": frozenset({"data.mdb", "lock.mdb", "writer.lock"}),
 }
 """Names each directory backend keeps in its directory: the first ones mark a store."""
 _MARKERS = {"jsonl": frozenset({"index.log", "streams"}), "lmdb": frozenset({"data.mdb"})}

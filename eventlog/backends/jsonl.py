@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import errno
-import fcntl
 import functools
 import heapq
 import logging
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, NamedTuple, TypeVar
 
 import msgspec
 
+from eventlog.backends import file_lock
 from eventlog.backends.base import (
     DECODE_ERRORS,
     Backend,
@@ -64,7 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("eventlog.backends.jsonl")
 
 FORMAT_VERSION = 1
-DEFAULT_LOCK_TIMEOUT = 10.0
 BATCH_SYNC_INTERVAL = 1.0
 """With durability "batch", written files are fsynced when this many seconds have passed."""
 _MAX_OPEN_FILES = 256
@@ -1649,7 +1647,9 @@ class JSONLBackend(Backend):
         if not path:
             raise UsageError(f"{url!r} names no directory (use jsonl:///path/to/dir)")
         seconds = (
-            DEFAULT_LOCK_TIMEOUT if timeout is None else seconds_option("lock_timeout", timeout)
+            file_lock.DEFAULT_LOCK_TIMEOUT
+            if timeout is None
+            else seconds_option("lock_timeout", timeout)
         )
         try:
             return cls(path, lock_timeout=seconds)
@@ -1670,23 +1670,9 @@ class _FileLock:
         # closed fd's number may already belong to another file.
         if self._backend._closed:
             raise StoreClosedError(f"store {self._backend.location} is closed")
-        deadline = time.monotonic() + self._timeout
-        delay = 0.0005
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                raise BackendUnavailableError(
-                    f"{self._backend.root}: another process holds the write lock "
-                    f"({self._backend.root / 'lock'}); gave up after {self._timeout:g}s "
-                    "(raise it with ?lock_timeout=seconds)"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        file_lock.acquire(
+            self._fd, self._timeout, self._backend.root / "lock", str(self._backend.root)
+        )
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        file_lock.release(self._fd)

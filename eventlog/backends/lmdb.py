@@ -25,6 +25,7 @@ page of level ``fsync`` commits is flushed too (``env.sync``) before append retu
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -33,13 +34,14 @@ import os
 import struct
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import lmdb
 import msgspec
 
+from eventlog.backends import file_lock
 from eventlog.backends.base import (
     DECODE_ERRORS,
     Backend,
@@ -50,6 +52,7 @@ from eventlog.backends.base import (
     StreamInfo,
     check_store_directory,
     holds_store,
+    seconds_option,
 )
 from eventlog.backends.envelope import exact_event
 from eventlog.backends.group_commit import GroupQueue, Job, commit_group
@@ -71,6 +74,8 @@ log = logging.getLogger("eventlog.backends.lmdb")
 LAYOUT_VERSION = 2
 """2: plain payloads inline in the record array. Layout 1 (every payload a bin) reads unchanged,
 so a layout-1 environment is upgraded on open by raising the number alone."""
+WRITER_LOCK = "writer.lock"
+"""The file eventlog's writers `flock` before LMDB's writer mutex (see `_Shared.writer_turn`)."""
 DEFAULT_MAP_SIZE = 256 * 1024 * 1024
 """Initial map size; the map doubles whenever it is full."""
 _MAX_NAME_KEY = 400
@@ -287,7 +292,7 @@ class _Shared:
     process's writer (for ever, if that one is stopped). The first write reopens it writable.
     """
 
-    def __init__(self, path: str, map_size: int, max_readers: int) -> None:
+    def __init__(self, path: str, map_size: int, max_readers: int, lock_timeout: float) -> None:
         self.path = path
         self.map_size = map_size
         self.max_readers = max_readers
@@ -305,6 +310,8 @@ class _Shared:
         self.writable = not _holds_data(path)
         self.env = _open_env(path, map_size, max_readers, readonly=not self.writable)
         self.dbs: list[Any] = []
+        self.writer_fd = -1
+        """`WRITER_LOCK` as this process opened it (at its first write)."""
         self.data_fd = -1
         """data.mdb as this process opened it, for `lmdb_pages` (a path could name another file
         by the time it is read: the working directory changed, the directory was moved)."""
@@ -315,7 +322,8 @@ class _Shared:
             self.env.reader_check()
             stored = None if self.writable else self._open_existing(path)
             if stored is None or int(stored) < LAYOUT_VERSION:
-                stored = self._become_writable(path)
+                with self.writer_turn(lock_timeout):
+                    stored = self._become_writable(path)
         except BaseException:
             self.close()
             raise
@@ -327,11 +335,40 @@ class _Shared:
             )
 
     def close(self) -> None:
-        """Close the environment, then this process's own handle on data.mdb."""
+        """Close the environment, then this process's own handles on data.mdb and the lock."""
         self.env.close()
-        if self.data_fd >= 0:
-            os.close(self.data_fd)
-            self.data_fd = -1
+        self.close_files()
+
+    def close_files(self) -> None:
+        """Close this process's handles on data.mdb and the writer lock file."""
+        for name in ("data_fd", "writer_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, name, -1)
+
+    @contextlib.contextmanager
+    def writer_turn(self, timeout: float) -> Iterator[None]:
+        """Hold the writer lock while writing, waiting for it at most `timeout` seconds.
+
+        LMDB's own writer mutex has no time limit, so eventlog's writers take this `flock`
+        first: one stopped mid-commit (SIGSTOP, a debugger) makes the others raise
+        BackendUnavailableError after `timeout` instead of waiting for ever. Call it with
+        `write_lock` held, or before the environment is shared.
+        """
+        lock_path = Path(self.path) / WRITER_LOCK
+        if self.writer_fd < 0:
+            try:
+                self.writer_fd = file_lock.open_lock_file(lock_path)
+            except OSError as exc:
+                raise BackendUnavailableError(
+                    f"cannot open the writer lock {lock_path}: {exc}"
+                ) from exc
+        file_lock.acquire(self.writer_fd, timeout, lock_path, self.path)
+        try:
+            yield
+        finally:
+            file_lock.release(self.writer_fd)
 
     def _open_existing(self, path: str) -> bytes | None:
         """Open the named databases of the read-only environment; the stored layout.
@@ -578,6 +615,9 @@ def _keep_inherited_open() -> None:
     _OPEN_LOCK = threading.Lock()
     for shared in _OPEN.values():
         shared.inherited = True
+        # The parent's descriptions stay open in the parent: closing them here only drops
+        # this process's references (a held flock stays the parent's).
+        shared.close_files()
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(shared.env))  # survives interpreter exit
     _OPEN.clear()
     _BUSY.clear()  # the parent's threads: none of them runs here
@@ -587,7 +627,7 @@ _OPEN_LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_keep_inherited_open)
 
 
-def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
+def _acquire(path: str, map_size: int, max_readers: int, lock_timeout: float) -> _Shared:
     """The process's environment on `path`, opened if it is not yet, with one more reference."""
     # A forked child must not use its parent's handle: key by pid.
     key = (os.getpid(), os.path.realpath(path))
@@ -603,7 +643,7 @@ def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
                 break
         busy.wait()  # another thread opens or closes this path
     try:
-        shared = _open_shared(path, map_size, max_readers)
+        shared = _open_shared(path, map_size, max_readers, lock_timeout)
         with _OPEN_LOCK:
             shared.refs = 1
             _OPEN[key] = shared
@@ -612,12 +652,12 @@ def _acquire(path: str, map_size: int, max_readers: int) -> _Shared:
         _done(key, busy)
 
 
-def _open_shared(path: str, map_size: int, max_readers: int) -> _Shared:
+def _open_shared(path: str, map_size: int, max_readers: int, lock_timeout: float) -> _Shared:
     """A new `_Shared` on `path`, LMDB's and the system's errors translated."""
     check_store_directory(Path(path), "lmdb")
     try:
         os.makedirs(path, exist_ok=True)
-        return _Shared(path, map_size, max_readers)
+        return _Shared(path, map_size, max_readers, lock_timeout)
     except OSError as exc:
         raise BackendUnavailableError(f"cannot open LMDB store {path}: {exc}") from exc
     except lmdb.Error as exc:
@@ -672,11 +712,18 @@ class LMDBBackend(Backend):
     _forks, _blobs, _snapshots, _meta = _Db(4), _Db(5), _Db(6), _Db(7)
 
     def __init__(
-        self, path: str, *, map_size: int = DEFAULT_MAP_SIZE, max_readers: int = 256
+        self,
+        path: str,
+        *,
+        map_size: int = DEFAULT_MAP_SIZE,
+        max_readers: int = 256,
+        lock_timeout: float = file_lock.DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         self.location = path
         self._closed = False
-        self._shared = _acquire(path, map_size, max_readers)
+        self.lock_timeout = lock_timeout
+        """Seconds a write waits for another process's writer (see `_Shared.writer_turn`)."""
+        self._shared = _acquire(path, map_size, max_readers, lock_timeout)
         self._gate = self._shared.gate
 
     @property
@@ -700,13 +747,17 @@ class LMDBBackend(Backend):
         decoding straight from them saves copying every value once.
         """
         if write:
-            with self._shared.write_lock:
+            shared = self._shared
+            with shared.write_lock, shared.writer_turn(self.lock_timeout):
                 self._ready_to_write()
                 return self._attempts(fn, write=True, sync=sync, buffers=False)
         return self._attempts(fn, write=False, sync=False, buffers=buffers)
 
     def _ready_to_write(self) -> None:
-        """`_Shared.before_write`, LMDB's errors translated; call it with the write lock."""
+        """`_Shared.before_write`, LMDB's errors translated.
+
+        Call it in this process's turn to write (`write_lock` and `_Shared.writer_turn`).
+        """
         try:
             self._shared.before_write()
         except lmdb.Error as exc:
@@ -772,7 +823,8 @@ class LMDBBackend(Backend):
 
         Writable: a read-only one is reopened first, as for a write of the backend.
         """
-        with self._shared.write_lock:
+        shared = self._shared
+        with shared.write_lock, shared.writer_turn(self.lock_timeout):
             self._ready_to_write()
         return self._env
 
@@ -1271,10 +1323,16 @@ class LMDBBackend(Backend):
 
     @classmethod
     def from_url(cls, url: str, path: str, options: dict[str, str]) -> LMDBBackend:
-        """`lmdb:///dir` with options `map_size` (initial bytes) and `max_readers`."""
+        """`lmdb:///dir`; options `map_size` (bytes), `max_readers`, `lock_timeout` (seconds)."""
         if not path:
             raise UsageError(f"{url!r} names no directory (use lmdb:///path/to/dir)")
         opts = dict(options)
+        timeout = opts.pop("lock_timeout", None)
+        lock_timeout = (
+            file_lock.DEFAULT_LOCK_TIMEOUT
+            if timeout is None
+            else seconds_option("lock_timeout", timeout)
+        )
         kwargs: dict[str, int] = {}
         for name in ("map_size", "max_readers"):
             if name in opts:
@@ -1289,7 +1347,7 @@ class LMDBBackend(Backend):
                     )
         if opts:
             raise UsageError(f"unknown option(s) for lmdb://: {', '.join(sorted(opts))}")
-        return cls(path, **kwargs)
+        return cls(path, lock_timeout=lock_timeout, **kwargs)
 
 
 _OPTION_MAX = {"map_size": 2**62, "max_readers": 2**31 - 1}

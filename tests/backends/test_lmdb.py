@@ -4,8 +4,10 @@ error translation and URL options."""
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import itertools
+import os
 import subprocess
 import sys
 import threading
@@ -581,11 +583,21 @@ def test_not_an_lmdb_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["?map_size=lots", "?map_size=0", "?max_readers=-1", "?colour=blue", "?compression=gzip"],
+    [
+        "?map_size=lots",
+        "?map_size=0",
+        "?max_readers=-1",
+        "?colour=blue",
+        "?compression=gzip",
+        "?lock_timeout=-1",
+        "?lock_timeout=nan",
+        "?lock_timeout=soon",
+    ],
 )
 def test_bad_options_are_usage_errors(tmp_path: Path, query: str) -> None:
     with pytest.raises(el.UsageError):
         el.open(f"lmdb://{tmp_path}/o{query}")
+    assert not (tmp_path / "o").exists()  # refused before anything was made
 
 
 def test_empty_path_is_a_usage_error() -> None:
@@ -639,6 +651,22 @@ print(len(list(s.read_all())))
 """
 
 
+_APPEND_ONE = """
+import sys, time
+import eventlog as el
+with el.open(sys.argv[1]) as store:
+    t0 = time.monotonic()
+    try:
+        store.append("s", [el.Checkpoint(label="blocked")])
+    except el.BackendUnavailableError as exc:
+        waited = time.monotonic() - t0
+        print("refused", 0.4 < waited < 5, "writer.lock" in str(exc), "lock_timeout" in str(exc))
+    else:
+        print("appended")
+    print(len(list(store.read_all())))
+"""
+
+
 _APPEND_AND_COUNT = """
 import sys
 import eventlog as el
@@ -678,6 +706,55 @@ def test_a_writer_stopped_mid_commit_does_not_block_a_reader_opening(tmp_path: P
         finally:
             writer.kill()  # a dead writer's mutex is released (LMDB's robust mutexes)
     _script_prints(_APPEND_AND_COUNT, url, "6 True\n")
+
+
+def test_a_writer_stopped_mid_commit_makes_others_give_up_after_lock_timeout(
+    tmp_path: Path,
+) -> None:
+    """LMDB's writer mutex has no time limit: a writer stopped inside its commit (SIGSTOP, a
+    debugger) stalled every other process's writes for ever. eventlog's writers take a file
+    lock with a limit first, so the others raise BackendUnavailableError after `lock_timeout`,
+    having written nothing, and write again once the stopped one is gone."""
+    url = f"lmdb://{tmp_path}/stopped"
+    with el.open(url) as store:
+        store.append("s", text_events(5))
+    with subprocess.Popen([sys.executable, "-c", _STOP_IN_COMMIT, url], cwd=ROOT) as writer:
+        try:
+            deadline = time.monotonic() + 20
+            while not _stopped(writer.pid):
+                assert writer.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+            out = subprocess.run(
+                [sys.executable, "-c", _APPEND_ONE, f"{url}?lock_timeout=0.5"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=30,
+            )
+            assert (out.returncode, out.stdout) == (0, "refused True True True\n5\n"), out.stderr
+        finally:
+            writer.kill()  # its flock goes with it, as LMDB's mutex does
+    _script_prints(_APPEND_AND_COUNT, url, "6 True\n")
+
+
+def test_the_writer_lock_is_released_after_every_write(tmp_path: Path) -> None:
+    """Each write takes the lock and gives it back: another process may write between two."""
+    url = f"lmdb://{tmp_path}/turns?lock_timeout=0"
+    with el.open(url) as store:
+        store.append("s", text_events(5))
+        lock = tmp_path / "turns" / "writer.lock"
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free between writes
+            with pytest.raises(el.BackendUnavailableError, match="holds the write lock"):
+                store.append("s", text_events(1))
+            with pytest.raises(el.BackendUnavailableError, match="holds the write lock"):
+                store.fork("s", "f", 2)
+            assert [e.seq for e in store.read("s")] == [1, 2, 3, 4, 5]  # reads need no lock
+        finally:
+            os.close(fd)
+        store.append("s", text_events(1))
+        assert store.stream_info("s").last_seq == 6
 
 
 _DIE_MID_READ = """
