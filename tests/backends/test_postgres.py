@@ -141,8 +141,10 @@ def test_a_failing_write_in_a_group_fails_alone(fresh_schema: Schemas) -> None:
     fails that write only; the others commit, positions stay gapless."""
     with el.open(url_for(fresh_schema())) as store:
         store.append("a", text_events(1))
+        store.append("a20", text_events(20))
         backend = store.backend
         taken = [msgspec.structs.replace(backend.read("a", 1, 1)[0], stream="b", seq=1)]
+        taken20 = [msgspec.structs.replace(r, stream="c") for r in backend.read("a20", 1, None)]
         for writes, bad in [
             (  # a taken id: a Conflict
                 [
@@ -160,14 +162,24 @@ def test_a_failing_write_in_a_group_fails_alone(fresh_schema: Schemas) -> None:
                 ],
                 el.ValidationError,
             ),
+            (  # 20 events each: the group's rows go in one COPY, which the taken ids fail
+                [
+                    lambda: store.append("ok4", text_events(20)),
+                    lambda: backend.append(taken20, el.Durability.FSYNC),
+                    lambda: store.append("ok5", text_events(20)),
+                ],
+                Conflict,
+            ),
         ]:
             commits = backend.stats()["commits"]  # type: ignore[attr-defined]
             outcomes = in_one_group(store, *writes)
             assert backend.stats()["commits"] == commits + 2  # type: ignore[attr-defined]
             assert isinstance(outcomes[1], bad), outcomes
             assert not any(isinstance(o, BaseException) for o in (outcomes[0], outcomes[2]))
-        assert all(store.exists(f"ok{i}") for i in range(4)) and not store.exists("b")
-        assert store.head_position() == 7
+        assert all(store.exists(f"ok{i}") for i in range(6))
+        assert not store.exists("b") and not store.exists("c")
+        assert [store.stream_info(f"ok{i}").last_seq for i in (4, 5)] == [20, 20]
+        assert store.head_position() == 68  # 1 + 20, then 3 groups of 3, 3 and 41 events
         assert store.verify().ok
 
 
