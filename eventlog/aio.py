@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
@@ -28,14 +29,41 @@ from eventlog.store import (
 )
 
 
+class _CatchUp:
+    """One catch-up read of a subscription, run in a worker thread.
+
+    Its outcome is kept here, not only in the asyncio future that awaits it, so a read begun
+    under one event loop is taken by the next `__anext__` under another (a second
+    `asyncio.run`), and the events it read are never lost.
+    """
+
+    __slots__ = ("done", "error", "events", "seen")
+
+    def __init__(self, seen: int) -> None:
+        self.seen = seen
+        """The store's commit count before the read began."""
+        self.events: list[RecordedEvent] = []
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    def run(self, poll: Callable[[], list[RecordedEvent]]) -> None:
+        try:
+            self.events = poll()
+        except BaseException as exc:  # handed to the awaiting task, whatever it is
+            self.error = exc
+        finally:
+            self.done.set()
+
+
 class AsyncSubscription:
     """An async iterator over every event after a position, in position order, each exactly once.
 
     Idle, it waits in the event loop and holds no thread: a commit of this store object or a
     close wakes it at once, and other processes' commits are looked for every poll interval;
     only the short catch-up reads run in a worker thread. A cancelled `__anext__` (as by
-    `asyncio.wait_for`) loses nothing: the next call goes on where it stopped. It ends when
-    closed or when its store is closed.
+    `asyncio.wait_for`) loses nothing: the next call goes on where it stopped, under the same
+    event loop or another one (a second `asyncio.run`). It ends when closed or when its store
+    is closed.
     """
 
     def __init__(self, store: Store, after: int, batch: int, poll_interval: float) -> None:
@@ -43,10 +71,12 @@ class AsyncSubscription:
         self._sub = store.subscribe(after, batch=batch)
         self._interval = poll_interval
         self._buffer: deque[RecordedEvent] = deque()
-        self._reading: tuple[int, asyncio.Future[list[RecordedEvent]]] | None = None
-        """(commit count before it started, the catch-up read in a worker thread)."""
-        self._woken = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reading: _CatchUp | None = None
+        """The catch-up read in progress (or done and not yet taken)."""
+        self._pending: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+        """The event loop that began `_reading`, and its future for the worker thread."""
+        self._waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        """The loop of the wait in progress and the event that ends it (one per wait)."""
         self._closed = False
         self.position = after
         """Position of the last event delivered."""
@@ -74,21 +104,26 @@ class AsyncSubscription:
     async def _read(self) -> tuple[int, bool]:
         """Read what has committed into the buffer: (commit count before the read, any found).
 
-        The read runs in a worker thread, shielded: if this call is cancelled, the next one
+        The read runs in a worker thread and is not cancelled with its caller: the next call
         takes its result rather than reading the same events again.
         """
-        if self._reading is None:
-            count = self._store.commit_count
-            self._reading = (count, asyncio.ensure_future(asyncio.to_thread(self._poll)))
-        seen, read = self._reading
-        try:
-            events = await asyncio.shield(read)
-        except Exception:
-            self._reading = None  # a failed read is tried again by the next call
-            raise
-        self._reading = None
-        self._buffer.extend(events)
-        return seen, bool(events)
+        loop = asyncio.get_running_loop()
+        catch_up = self._reading
+        if catch_up is None:
+            catch_up = self._reading = _CatchUp(self._store.commit_count)
+            future = asyncio.ensure_future(asyncio.to_thread(catch_up.run, self._poll))
+            self._pending = (loop, future)
+        if not catch_up.done.is_set():
+            pending = self._pending
+            if pending is not None and pending[0] is loop and not pending[1].cancelled():
+                await asyncio.shield(pending[1])
+            else:  # begun under another loop, or its task cancelled: the thread finishes it
+                await asyncio.to_thread(catch_up.done.wait)
+        self._reading = self._pending = None
+        if catch_up.error is not None:
+            raise catch_up.error  # a failed read is tried again by the next call
+        self._buffer.extend(catch_up.events)
+        return catch_up.seen, bool(catch_up.events)
 
     def _poll(self) -> list[RecordedEvent]:
         """The events committed now ([] once the subscription or its store is closed)."""
@@ -99,23 +134,25 @@ class AsyncSubscription:
 
     async def _wait(self, seen: int) -> None:
         """Until a commit of this store object after `seen`, a close, or the poll interval."""
-        self._loop = asyncio.get_running_loop()
-        self._woken.clear()
+        woken = asyncio.Event()
+        self._waker = (asyncio.get_running_loop(), woken)
         self._store.watch_commits(self._wake)
         try:
             if self._store.commit_count == seen and not self.closed:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._interval):
-                        await self._woken.wait()
+                        await woken.wait()
         finally:
             self._store.watch_commits(self._wake, on=False)
+            self._waker = None
 
     def _wake(self) -> None:
         """End a wait (from any thread; a commit calls it holding the store's commit lock)."""
-        loop = self._loop
-        if loop is not None:
+        waker = self._waker
+        if waker is not None:
+            loop, woken = waker
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-                loop.call_soon_threadsafe(self._woken.set)
+                loop.call_soon_threadsafe(woken.set)
 
     def close(self) -> None:
         """End it: a waiting `__anext__` stops at once; later ones raise StopAsyncIteration."""

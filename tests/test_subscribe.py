@@ -164,6 +164,78 @@ def test_cancelling_anext_at_any_moment_loses_and_repeats_nothing(url: str) -> N
     asyncio.run(scenario())
 
 
+def test_an_async_subscription_goes_on_under_a_second_event_loop(url: str) -> None:
+    """A subscription kept across `asyncio.run` calls (as a test harness or a framework that
+    runs each turn in its own loop does): its idle wait under the first loop bound an
+    asyncio.Event to that loop, and every `__anext__` under the next one raised RuntimeError
+    (found in review)."""
+    store = el.open_async(url, durability="none")
+    sub = store.subscribe()
+
+    async def first() -> None:
+        await store.append("s", text_events(1, "a"))
+        assert (await anext(sub)).seq == 1
+        with pytest.raises(TimeoutError):  # an idle wait under this loop
+            await asyncio.wait_for(anext(sub), 0.1)
+
+    async def second() -> list[int]:
+        async def later() -> None:
+            await asyncio.sleep(0.1)
+            await store.append("s", text_events(2, "b"))
+
+        writer = asyncio.create_task(later())
+        got = [(await asyncio.wait_for(anext(sub), 5)).seq for _ in range(2)]
+        await writer
+        return got
+
+    try:
+        asyncio.run(first())
+        assert asyncio.run(second()) == [2, 3]
+        assert sub.position == 3
+    finally:
+        sub.close()
+        asyncio.run(store.close())
+
+
+def test_a_read_cut_off_with_its_event_loop_is_delivered_under_the_next(url: str) -> None:
+    """The first loop ends while the subscription's catch-up read runs in a worker thread:
+    the events that read took are delivered under the next loop, once each (they were lost,
+    and every later `__anext__` raised CancelledError: found in review)."""
+    store = el.open_async(url, durability="none")
+    sub = store.subscribe()
+    poll = sub._sub.poll
+    reading = threading.Event()
+
+    def slow_poll(timeout: float = 0.0) -> list[el.RecordedEvent]:
+        reading.set()
+        time.sleep(0.3)  # the loop is gone by the time this read returns
+        return poll(timeout)
+
+    async def first() -> None:
+        await store.append("s", text_events(2, "a"))
+        sub._sub.poll = slow_poll  # type: ignore[method-assign]
+        task = asyncio.create_task(anext(sub))
+        await asyncio.to_thread(reading.wait)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def second() -> list[int]:
+        sub._sub.poll = poll  # type: ignore[method-assign]
+        got = [(await asyncio.wait_for(anext(sub), 5)).seq for _ in range(2)]
+        await store.append("s", text_events(1, "b"))
+        got.append((await asyncio.wait_for(anext(sub), 5)).seq)
+        return got
+
+    try:
+        asyncio.run(first())
+        assert asyncio.run(second()) == [1, 2, 3]
+        assert sub.position == 3
+    finally:
+        sub.close()
+        asyncio.run(store.close())
+
+
 # -- async: arguments are checked at the call -----------------------------------------------
 
 
