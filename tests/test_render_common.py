@@ -194,10 +194,75 @@ def test_option_errors() -> None:
         render(w, "openai-chat", model="m", cache=True)
     with pytest.raises(UsageError, match="unanswered"):
         render(w, "gemini", model="m", unanswered="ignore")
+    with pytest.raises(UsageError, match="system_role must be 'system' or 'developer'"):
+        render(w, "openai-chat", model="m", system_role="boss")
     with pytest.raises(UsageError, match="extra sets messages"):
         render(w, "anthropic", model="m", extra={"messages": []})
     body = render(w, "anthropic", model="m", extra={"temperature": 0.5})
     assert body["temperature"] == 0.5
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_tokens": 0}, "max_tokens must be a positive integer"),
+        ({"max_tokens": -1}, "max_tokens must be a positive integer"),
+        ({"max_tokens": True}, "max_tokens must be a positive integer"),
+        ({"max_tokens": 1.5}, "max_tokens must be a positive integer"),
+        ({"model": ""}, "model must be a non-empty string"),
+        ({"model": 5}, "model must be a non-empty string"),
+        ({"extra": 5}, "extra must be a mapping"),
+        ({"extra": {1: "x"}}, "extra must be a mapping"),
+    ],
+)
+def test_request_arguments_are_checked_for_every_provider(
+    provider: str, options: dict[str, Any], message: str
+) -> None:
+    """A bad reply limit, model or extra is a UsageError naming it. Before, max_tokens=0 was
+    sent as 0 by three providers and replaced by 4096 by Anthropic, -1 and True were sent as
+    they were, and a non-string model or extra raised TypeError or AttributeError (found in
+    review)."""
+    w = rw.consecutive_inputs()
+    with pytest.raises(UsageError, match=message):
+        render(w, provider, **{"model": "m", **options})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"cache": True, "cache_every": 0}, "cache_every must be an integer >= 1"),
+        ({"cache": True, "cache_every": True}, "cache_every must be an integer >= 1"),
+        ({"cache": True, "cache_ttl": 5}, "cache_ttl must be one of 5m, 1h"),
+        ({"cache": True, "cache_ttl": "2h"}, "cache_ttl must be one of 5m, 1h"),
+        ({"cache": "yes"}, "cache must be True or False"),
+    ],
+)
+def test_anthropic_cache_options_are_checked(options: dict[str, Any], message: str) -> None:
+    w = rw.consecutive_inputs()
+    with pytest.raises(UsageError, match=message):
+        render(w, "anthropic", model="m", **options)
+
+
+def test_a_given_reply_limit_is_sent_as_given() -> None:
+    w = rw.consecutive_inputs()
+    fields = {
+        "openai-chat": ("max_completion_tokens",),
+        "openai-responses": ("max_output_tokens",),
+        "anthropic": ("max_tokens",),
+        "gemini": ("generationConfig", "maxOutputTokens"),
+    }
+    for provider, path in fields.items():
+        body: Any = render(w, provider, model="m", max_tokens=1)
+        for key in path:
+            body = body[key]
+        assert body == 1, provider
+    assert render(w, "anthropic", model="m")["max_tokens"] == 4096  # the API requires one
+    marked = render(w, "anthropic", model="m", cache=True, cache_every=1, cache_ttl="1h")
+    assert marked["messages"][-1]["content"][-1]["cache_control"] == {
+        "type": "ephemeral",
+        "ttl": "1h",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(rw.SCENARIOS))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from eventlog.errors import UsageError
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, ToolResult
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
@@ -26,6 +27,7 @@ from eventlog.projections.providers.render_common import (
     Unanswered,
     attachment_note,
     b64,
+    check_request,
     current_system,
     from_provider,
     function_parameters,
@@ -82,6 +84,8 @@ def render(
     system text, then the last block of every `cache_every`-th message, newest boundaries
     first, at most 4 in all. `extra` adds other top-level fields (`temperature`, `thinking`).
     """
+    check_request("anthropic", model, max_tokens, extra)
+    _check_cache(cache, cache_every, cache_ttl)
     m = _Messages(unanswered, orphans, current_system(window))
     m.run(window.items)
     messages = m.messages
@@ -89,7 +93,10 @@ def render(
         messages.insert(0, {"role": "user", "content": [_text(OPENING_TEXT)]})
     _trim_final_assistant(messages)
     _cap_media(messages)
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
+    }
     if m.system is not None and not is_blank(m.system):
         body["system"] = m.system
     if window.tools:
@@ -328,6 +335,23 @@ def _trim_final_assistant(messages: list[Message]) -> None:
 # Prompt caching
 
 
+CACHE_TTLS = ("5m", "1h")
+"""The lifetimes a cache breakpoint may ask for (`cache_control.ttl`)."""
+
+
+def _check_cache(cache: object, every: object, ttl: object) -> None:
+    """Reject bad prompt-cache options (UsageError) before rendering."""
+    if type(cache) is not bool:
+        raise UsageError(f"anthropic renderer: cache must be True or False, got {cache!r}")
+    if type(every) is not int or every < 1:
+        raise UsageError(f"anthropic renderer: cache_every must be an integer >= 1, got {every!r}")
+    if ttl is not None and ttl not in CACHE_TTLS:
+        raise UsageError(
+            f"anthropic renderer: cache_ttl must be one of {', '.join(CACHE_TTLS)} or None, "
+            f"got {ttl!r}"
+        )
+
+
 def _breakpoints(body: dict[str, Any], every: int, ttl: str | None) -> None:
     """Mark the stable prefix: tools, system, then fixed message-count boundaries.
 
@@ -335,8 +359,6 @@ def _breakpoints(body: dict[str, Any], every: int, ttl: str | None) -> None:
     from one turn to the next until the history grows past the next multiple; the newest
     boundaries are used, and the one before the newest keeps the previous turn's cache hit.
     """
-    if every < 1:
-        raise ValueError(f"cache_every must be >= 1, got {every}")
     mark: dict[str, str] = {"type": "ephemeral"}
     if ttl is not None:
         mark["ttl"] = ttl

@@ -22,6 +22,7 @@ from eventlog.projections.providers.render_common import (
     Unanswered,
     attachment_note,
     b64,
+    check_request,
     current_system,
     from_provider,
     function_parameters,
@@ -63,6 +64,7 @@ def render(
     `max_tokens` becomes `generationConfig.maxOutputTokens`; `extra` adds other top-level
     fields (`safetySettings`, a `generationConfig` when `max_tokens` is not given).
     """
+    check_request("gemini", model, max_tokens, extra)
     c = _Contents(unanswered, orphans, current_system(window))
     if model.rsplit("/", 1)[-1].startswith(GEMINI_3):  # the model is named by the URL
         c.unsigned = SKIP_SIGNATURE

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from eventlog.errors import UsageError
 from eventlog.events import Attachment, ModelOutput, RefusalPart, TextPart, ToolSpec
 from eventlog.projections.providers.render_common import (
     WEB_IMAGE_TYPES,
@@ -20,6 +21,7 @@ from eventlog.projections.providers.render_common import (
     Pairing,
     Unanswered,
     attachment_note,
+    check_request,
     custom_input,
     custom_tool_names,
     data_url,
@@ -61,8 +63,12 @@ def render(
     `system_role="developer"` sends instructions as developer messages (o-series models).
     `max_tokens` becomes `max_completion_tokens`; `extra` adds other top-level fields.
     """
+    check_request("openai-chat", model, max_tokens, extra)
     if system_role not in ("system", "developer"):
-        raise ValueError(f"system_role must be 'system' or 'developer', got {system_role!r}")
+        raise UsageError(
+            f"openai-chat renderer: system_role must be 'system' or 'developer', "
+            f"got {system_role!r}"
+        )
     m = _Messages(unanswered, orphans, system_role, window.system, custom_tool_names(window.tools))
     m.run(window.items)
     messages = m.messages

@@ -32,6 +32,7 @@ from eventlog.projections.providers.render_common import (
     SystemSlot,
     Unanswered,
     attachment_note,
+    check_request,
     custom_input,
     custom_tool_names,
     data_url,
@@ -72,6 +73,7 @@ def render(
     `max_tokens` becomes `max_output_tokens`; `extra` adds other top-level fields (`store`,
     `reasoning`, `include`).
     """
+    check_request("openai-responses", model, max_tokens, extra)
     items = _Items(
         unanswered,
         orphans,

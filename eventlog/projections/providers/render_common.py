@@ -644,6 +644,28 @@ def merge_extra(
     return body
 
 
+def check_request(provider: str, model: object, max_tokens: object, extra: object) -> None:
+    """Reject a bad `model`, `max_tokens` or `extra` before rendering (UsageError).
+
+    A reply limit must be a positive integer: 0, a negative number or a bool would be sent as
+    it is (or silently replaced), and the provider would refuse the request or misread it.
+    """
+    if type(model) is not str or not model.strip():
+        raise UsageError(f"{provider} renderer: model must be a non-empty string, got {model!r}")
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+        raise UsageError(
+            f"{provider} renderer: max_tokens must be a positive integer or None, "
+            f"got {max_tokens!r}"
+        )
+    if extra is not None and (
+        not isinstance(extra, Mapping) or not all(type(k) is str for k in extra)
+    ):
+        raise UsageError(
+            f"{provider} renderer: extra must be a mapping of field names to values, "
+            f"got {type(extra).__name__}"
+        )
+
+
 def check_options(provider: str, options: dict[str, object], known: Iterable[str]) -> None:
     """Reject renderer options a provider does not know (typos fail loudly)."""
     unknown = sorted(set(options) - set(known))
@@ -678,6 +700,7 @@ __all__ = [
     "attachment_note",
     "b64",
     "check_options",
+    "check_request",
     "current_system",
     "custom_input",
     "custom_tool_names",
