@@ -1,7 +1,7 @@
 """eventlog: an embedded, event-sourced store for LLM agent conversations."""
 
 from eventlog.aio import AsyncStore, AsyncSubscription
-from eventlog.backends.base import Durability, ForkInfo, StreamInfo
+from eventlog.backends.base import Durability, ForkInfo, SearchHit, StreamInfo
 from eventlog.connect import open, open_async, store_exists
 from eventlog.errors import (
     BackendUnavailableError,
@@ -17,6 +17,7 @@ from eventlog.errors import (
     StreamNotFoundError,
     UsageError,
     ValidationError,
+    WindowTooSmallError,
 )
 from eventlog.events import (
     Attachment,
@@ -28,6 +29,7 @@ from eventlog.events import (
     Invocation,
     ModelInput,
     ModelOutput,
+    Part,
     ReasoningPart,
     RecordedEvent,
     RefusalPart,
@@ -40,13 +42,14 @@ from eventlog.events import (
     ToolResults,
     ToolsetDefined,
     ToolSpec,
+    ToolStatus,
     Usage,
     WidgetUpdated,
     new_event_id,
     register_event_type,
     register_upcaster,
 )
-from eventlog.store import ANY, NO_STREAM, Problem, Store, VerifyReport
+from eventlog.store import ANY, NO_STREAM, ExpectedSeq, Problem, Store, VerifyReport
 from eventlog.subscription import Subscription
 
 __version__ = "0.1.0"
@@ -69,16 +72,19 @@ __all__ = [
     "Event",
     "EventData",
     "EventlogError",
+    "ExpectedSeq",
     "ForkInfo",
     "Invocation",
     "ModelInput",
     "ModelOutput",
+    "Part",
     "Problem",
     "ProviderMappingError",
     "ReasoningPart",
     "RecordedEvent",
     "RefusalPart",
     "SchemaVersionError",
+    "SearchHit",
     "Section",
     "SkillActivated",
     "Store",
@@ -93,12 +99,14 @@ __all__ = [
     "ToolResult",
     "ToolResults",
     "ToolSpec",
+    "ToolStatus",
     "ToolsetDefined",
     "Usage",
     "UsageError",
     "ValidationError",
     "VerifyReport",
     "WidgetUpdated",
+    "WindowTooSmallError",
     "new_event_id",
     "open",
     "open_async",

@@ -5,6 +5,8 @@ Every message names what it is about: the stream, the seq, the field, the file a
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class EventlogError(Exception):
     """Root of every error eventlog raises."""
@@ -34,9 +36,10 @@ class ValidationError(EventlogError, ValueError):
 class ConcurrencyError(EventlogError):
     """The stream's last seq was not the one the append expected; nothing was written."""
 
-    def __init__(self, stream: str, expected: object, actual: int):
+    def __init__(self, stream: str, expected: int | Literal["any", "no_stream"], actual: int):
         self.stream = stream
         self.expected = expected
+        """The seq the append expected (an int, or "no_stream"; "any" never conflicts)."""
         self.actual = actual
         super().__init__(
             f"stream {stream!r}: expected seq {expected}, but the stream is at seq {actual}"

@@ -1030,6 +1030,19 @@ class Store:
         self.close()
 
 
+def require_store(obj: object, call: str) -> None:
+    """Raise UsageError unless `obj` is a (sync) `Store`; an AsyncStore is told what to pass."""
+    if isinstance(obj, Store):
+        return
+    if isinstance(getattr(obj, "sync", None), Store):
+        raise UsageError(
+            f"{call} takes a Store, not an AsyncStore: pass its .sync from a worker thread, "
+            f"e.g. await asyncio.to_thread({call}, astore.sync, ...), so the event loop is "
+            "not blocked"
+        )
+    raise UsageError(f"{call} takes a Store, got {type(obj).__name__}")
+
+
 def as_seconds(value: object) -> float:
     """A duration given as an int or float, as a float; callers check the range.
 

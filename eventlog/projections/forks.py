@@ -10,11 +10,12 @@ from __future__ import annotations
 from eventlog.backends.base import StreamInfo
 from eventlog.errors import UsageError, ValidationError
 from eventlog.events import Checkpoint
-from eventlog.store import Store
+from eventlog.store import Store, require_store
 
 
 def checkpoint_seq(store: Store, stream: str, label: str) -> int:
     """The seq of the last `Checkpoint` with this label in a stream (read newest first)."""
+    require_store(store, "checkpoint_seq")
     for event in store.read(stream, backwards=True):
         data = event.data
         if isinstance(data, Checkpoint) and data.label == label:
@@ -35,6 +36,7 @@ def fork(
     With neither, the fork starts from the whole of `source`. The checkpoint event itself is
     part of the fork.
     """
+    require_store(store, "fork")
     if at is not None and checkpoint is not None:
         raise UsageError("fork at a seq or at a checkpoint, not both")
     if checkpoint is not None:

@@ -25,7 +25,7 @@ from eventlog.errors import UsageError, ValidationError
 from eventlog.events import EventData, RecordedEvent
 from eventlog.projections.base import Projection, S
 from eventlog.projections.state import ConversationProjection, ConversationState, Policy
-from eventlog.store import Store
+from eventlog.store import Store, require_store
 from eventlog.subscription import check_timeout
 
 log = logging.getLogger("eventlog.projections")
@@ -104,6 +104,7 @@ class Runner(Generic[S]):
         parent_snapshots: bool = True,
         keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
     ) -> None:
+        require_store(store, "Runner")
         if snapshot_every is not None and snapshot_every < 1:
             raise UsageError(f"snapshot_every must be >= 1 or None, got {snapshot_every}")
         if keep_snapshots is not None and keep_snapshots < 1:

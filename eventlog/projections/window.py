@@ -74,7 +74,7 @@ from eventlog.projections.window_types import (
     WindowItem,
     WindowReport,
 )
-from eventlog.store import Store
+from eventlog.store import Store, require_store
 
 Entries = Literal["all", "window"]
 DEFAULT_TURNS: Final = 10
@@ -436,6 +436,7 @@ class WindowBuilder:
         from the events read here: `refresh()` keeps it (events are counted once), so a new
         builder is needed to learn it again.
         """
+        require_store(store, "WindowBuilder.from_store")
         events = _read(store, stream, at)
         counter = _counter(counter, events if calibrate else None)
         builder = cls(budget=budget, counter=counter, stream=stream, **options)
@@ -1142,6 +1143,8 @@ def context_window(
             source, stream=stream, budget=budget, counter=counter, **options
         )
         return builder.window()
+    if isinstance(getattr(source, "sync", None), Store):  # an AsyncStore: say what to pass
+        require_store(source, "context_window")
     events = list(source)
     if at is not None:
         _check_at(at)

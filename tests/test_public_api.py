@@ -1,0 +1,71 @@
+"""What an integrator imports and passes: the public names, and clear errors for wrong stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import get_args
+
+import pytest
+
+import eventlog as el
+from eventlog.projections import Runner, conversation_state
+from eventlog.projections.forks import checkpoint_seq, fork
+from eventlog.projections.state import ConversationProjection
+from eventlog.projections.window import WindowBuilder, context_window
+
+
+def test_every_public_name_is_exported_and_importable() -> None:
+    """Names the docs and the API's own signatures use are importable from `eventlog` (the
+    review found WindowTooSmallError, SearchHit, Part, ToolStatus and ExpectedSeq missing)."""
+    for name in el.__all__:
+        assert getattr(el, name) is not None, name
+    assert issubclass(el.WindowTooSmallError, el.EventlogError)
+    assert el.SearchHit.__name__ == "SearchHit"
+    assert set(get_args(el.Part)) == {el.TextPart, el.ReasoningPart, el.RefusalPart}
+    assert set(get_args(el.ToolStatus)) == {"success", "failed", "skipped"}
+    assert el.ANY in get_args(get_args(el.ExpectedSeq)[1])
+
+
+def test_a_concurrency_error_says_what_was_expected() -> None:
+    with el.open("memory://") as store:
+        store.append("s", [el.Checkpoint(label="a")])
+        with pytest.raises(el.ConcurrencyError) as caught:
+            store.append("s", [el.Checkpoint(label="b")], expected_seq=el.NO_STREAM)
+        assert (caught.value.expected, caught.value.actual) == (el.NO_STREAM, 1)
+        with pytest.raises(el.ConcurrencyError) as caught:
+            store.append("s", [el.Checkpoint(label="b")], expected_seq=5)
+        assert (caught.value.expected, caught.value.actual) == (5, 1)
+
+
+def test_projections_refuse_an_async_store_and_say_what_to_pass() -> None:
+    """An AsyncStore handed to a projection failed with "'AsyncStore' object is not iterable"
+    or on a coroutine (found in review): it is a UsageError pointing at `.sync`."""
+
+    async def scenario() -> None:
+        async with el.open_async("memory://") as astore:
+            await astore.append("s", [el.ModelInput.from_text("hi"), el.Checkpoint(label="c")])
+            calls: list[tuple[str, Callable[[], object]]] = [
+                ("context_window", lambda: context_window(astore, "s", budget=1000)),  # type: ignore[arg-type]
+                ("Runner", lambda: Runner(astore, ConversationProjection())),  # type: ignore[arg-type]
+                ("Runner", lambda: conversation_state(astore, "s")),  # type: ignore[arg-type]
+                (
+                    "WindowBuilder.from_store",
+                    lambda: WindowBuilder.from_store(astore, "s", budget=1000),  # type: ignore[arg-type]
+                ),
+                ("checkpoint_seq", lambda: checkpoint_seq(astore, "s", "c")),  # type: ignore[arg-type]
+                ("fork", lambda: fork(astore, "s", "f")),  # type: ignore[arg-type]
+            ]
+            for name, call in calls:
+                with pytest.raises(el.UsageError, match=rf"{name} takes a Store.*\.sync"):
+                    call()
+            # What the message says to do works:
+            window = await asyncio.to_thread(context_window, astore.sync, "s", budget=1000)
+            assert window.items and not await astore.exists("f")
+
+    asyncio.run(scenario())
+
+
+def test_a_runner_refuses_what_is_not_a_store() -> None:
+    with pytest.raises(el.UsageError, match="Runner takes a Store, got list"):
+        Runner([], ConversationProjection())  # type: ignore[arg-type]
