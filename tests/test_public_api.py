@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -69,3 +70,20 @@ def test_projections_refuse_an_async_store_and_say_what_to_pass() -> None:
 def test_a_runner_refuses_what_is_not_a_store() -> None:
     with pytest.raises(el.UsageError, match="Runner takes a Store, got list"):
         Runner([], ConversationProjection())  # type: ignore[arg-type]
+
+
+def test_a_state_loaded_before_its_store_closes_needs_no_store(tmp_path: Path) -> None:
+    """A state reads old entries' events from its store (it keeps the newest 64): after the
+    store is closed they raise StoreClosedError (found in review), unless `load_events()` was
+    called before."""
+    with el.open(f"sqlite:///{tmp_path}/s.db") as store:
+        store.append("c", [el.ModelInput.from_text(f"msg {i}") for i in range(300)])
+        lazy = conversation_state(store, "c", snapshot_every=None)
+        loaded = conversation_state(store, "c", snapshot_every=None).load_events()
+    first = loaded.messages[0].event
+    assert isinstance(first, el.ModelInput) and first.text == "msg 0"
+    assert all(m.loaded for m in loaded.messages)
+    window = context_window(loaded, budget=100_000)
+    assert len(window.items) == 300
+    with pytest.raises(el.StoreClosedError):
+        lazy.messages[0].event  # noqa: B018

@@ -290,6 +290,17 @@ class ConversationState:
             sum(u.reasoning_tokens for u in self.usage),
         )
 
+    def load_events(self) -> ConversationState:
+        """Load every message entry's event now, so the state no longer reads its store; self.
+
+        A state folded from a store keeps only its newest entries' events in memory and reads
+        the others on access, which raises StoreClosedError once the store is closed. Call this
+        first to keep the state usable on its own (it then holds every event in memory).
+        """
+        for entry in self.messages:
+            entry._load()
+        return self
+
     def to_builtins(self, *, events: bool = True) -> dict[str, Any]:
         """The state as JSON-ready builtins (with each entry's event unless `events=False`)."""
         enc = msgspec.to_builtins
