@@ -19,6 +19,7 @@ from eventlog.errors import (
     ValidationError,
     WindowTooSmallError,
 )
+from eventlog.event_json import event_from_json, event_to_json
 from eventlog.events import (
     Attachment,
     Checkpoint,
@@ -107,6 +108,8 @@ __all__ = [
     "VerifyReport",
     "WidgetUpdated",
     "WindowTooSmallError",
+    "event_from_json",
+    "event_to_json",
     "new_event_id",
     "open",
     "open_async",

@@ -24,7 +24,8 @@ from eventlog.cli.app import (
 )
 from eventlog.demo import record_demo
 from eventlog.errors import EventlogError, ValidationError
-from eventlog.events import Event, EventData, RecordedEvent, event_type
+from eventlog.event_json import event_from_json
+from eventlog.events import Event, RecordedEvent
 from eventlog.stats import store_stats
 from eventlog.store import ExpectedSeq, Store
 from eventlog.text import event_text
@@ -207,84 +208,6 @@ def search_cmd(
         console.print(escape(f"{h.stream}@{h.seq}  {h.snippet}"), highlight=False)
 
 
-_ENVELOPE = ("id", "meta", "causation_id", "correlation_id")
-"""Keys of an event line besides `type` and `data`: what the append keeps."""
-_ASSIGNED = ("stream", "seq", "position", "ts", "hash")
-"""Keys `log --json` prints that the store assigns on append: accepted and not used."""
-
-
-def _parse_event(line: str, where: str) -> Event:
-    """One event line, checked strictly: unknown keys and values of the wrong type are refused.
-
-    (`log --json` output reads back: its bytes are base64 text, which a bytes field takes.)
-    """
-    try:
-        doc = msgspec.json.decode(line)
-    except msgspec.DecodeError as exc:
-        raise ValidationError(f"{where}: not JSON: {exc}") from None
-    if not isinstance(doc, dict) or "type" not in doc:
-        raise ValidationError(f'{where}: needs an object with a "type" and a "data"')
-    unknown = sorted(set(doc) - {"type", "data", *_ENVELOPE, *_ASSIGNED})
-    if unknown:
-        raise ValidationError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))} (an event line has type, "
-            f"data, {', '.join(_ENVELOPE)}; {', '.join(_ASSIGNED)} from log --json are ignored)"
-        )
-    cls = event_type(str(doc["type"]))
-    if cls is None:
-        raise ValidationError(f"{where}: unknown event type {doc['type']!r}")
-    data = doc.get("data", {})
-    if not isinstance(data, dict):
-        kind = "null" if data is None else type(data).__name__
-        raise ValidationError(f'{where}: "data" must be a JSON object, got {kind}')
-    if "type" in data and data["type"] != doc["type"]:
-        raise ValidationError(
-            f'{where}: "data" says type {data["type"]!r} but the line says {doc["type"]!r}'
-        )
-    extra_fields = sorted(set(data) - {"type", *cls.__struct_encode_fields__})
-    if extra_fields:
-        raise ValidationError(
-            f"{where}: {doc['type']!r} has no field(s) {', '.join(map(repr, extra_fields))}"
-        )
-    try:
-        payload: EventData = msgspec.convert({**data, "type": doc["type"]}, cls)
-        envelope = msgspec.convert({k: doc[k] for k in _ENVELOPE if k in doc}, _Envelope)
-    except (msgspec.ValidationError, ValueError) as exc:
-        raise ValidationError(f"{where}: {exc}") from None
-    # Nested objects (results, sections, calls, ...) ignore keys they do not know: compare.
-    nested = _unknown_key(data, msgspec.to_builtins(payload, str_keys=True), "$")
-    if nested is not None:
-        raise ValidationError(f"{where}: {doc['type']!r} has no field {nested}")
-    given = {f: getattr(envelope, f) for f in _ENVELOPE}
-    return Event(data=payload, **{k: v for k, v in given.items() if v is not msgspec.UNSET})
-
-
-def _unknown_key(given: Any, kept: Any, path: str) -> str | None:
-    """The path of the first key of `given` that its decoded form `kept` does not have."""
-    if isinstance(given, dict) and isinstance(kept, dict):
-        for key, value in given.items():
-            if key not in kept:
-                return f"{path}.{key}"
-            found = _unknown_key(value, kept[key], f"{path}.{key}")
-            if found is not None:
-                return found
-    elif isinstance(given, list) and isinstance(kept, (list, tuple)) and len(given) == len(kept):
-        for i, (value, back) in enumerate(zip(given, kept, strict=True)):
-            found = _unknown_key(value, back, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-class _Envelope(msgspec.Struct, frozen=True):
-    """The envelope keys of an event line, type-checked (UNSET: not given)."""
-
-    id: str | msgspec.UnsetType = msgspec.UNSET
-    meta: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
-    causation_id: str | None | msgspec.UnsetType = msgspec.UNSET
-    correlation_id: str | None | msgspec.UnsetType = msgspec.UNSET
-
-
 class _Lines:
     """The events of a JSON-lines file, and the file line (1-based) each came from."""
 
@@ -297,7 +220,7 @@ class _Lines:
         try:
             for lineno, line in enumerate(source, 1):
                 if line.strip():
-                    self.events.append(_parse_event(line, f"{self.name} line {lineno}"))
+                    self.events.append(event_from_json(line, f"{self.name} line {lineno}"))
                     self.lines.append(lineno)
         except UnicodeDecodeError as exc:
             where = f"{self.name} line {lineno + 1}"

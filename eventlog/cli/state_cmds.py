@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from eventlog.cli.app import cli, console, emit_json, json_bytes, open_store, write_out
+from eventlog.event_json import event_to_json
 from eventlog.events import (
     Checkpoint,
     Compaction,
@@ -20,7 +21,6 @@ from eventlog.events import (
     EventData,
     ModelInput,
     ModelOutput,
-    RecordedEvent,
     SkillActivated,
     SystemInstructionSet,
     ToolResults,
@@ -74,23 +74,6 @@ def _preview_json(value: Any) -> str:
     return json.dumps(msgspec.to_builtins(value), ensure_ascii=False, default=str)
 
 
-def event_json(event: RecordedEvent) -> dict[str, Any]:
-    """An event as a stable JSON object (payload under `data`, with its `type` tag)."""
-    return {
-        "stream": event.stream,
-        "seq": event.seq,
-        "id": event.id,
-        "position": event.position,
-        "ts": event.ts,
-        "type": event.type,
-        "data": msgspec.to_builtins(event.data),
-        "meta": msgspec.to_builtins(event.meta),  # bytes as base64 text, as in `data`
-        "causation_id": event.causation_id,
-        "correlation_id": event.correlation_id,
-        "hash": event.hash,
-    }
-
-
 @cli.command("log")
 @click.argument("stream")
 @click.option(
@@ -108,7 +91,7 @@ def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_js
     if as_json:
         for event in events:
             where = f"stream {event.stream!r} seq {event.seq}"
-            write_out(json_bytes(event_json(event), what=where) + b"\n")
+            write_out(json_bytes(event_to_json(event), what=where) + b"\n")
         sys.stdout.buffer.flush()
         return
     for event in events:
