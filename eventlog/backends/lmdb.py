@@ -312,6 +312,8 @@ class _Shared:
         self.dbs: list[Any] = []
         self.writer_fd = -1
         """`WRITER_LOCK` as this process opened it (at its first write)."""
+        self.writer_closed = False
+        """Set once the environment closed: no write may take a turn (see `writer_turn`)."""
         self.data_fd = -1
         """data.mdb as this process opened it, for `lmdb_pages` (a path could name another file
         by the time it is read: the working directory changed, the directory was moved)."""
@@ -326,21 +328,42 @@ class _Shared:
                     stored = self._become_writable(path)
         except BaseException:
             self.close()
+            self.close_files()
             raise
         if stored is not None and int(stored) > LAYOUT_VERSION:
             self.close()
+            self.close_files()
             raise SchemaVersionError(
                 f"LMDB layout version {int(stored)} is newer than this eventlog's {LAYOUT_VERSION}",
                 location=path,
             )
 
     def close(self) -> None:
-        """Close the environment, then this process's own handles on data.mdb and the lock."""
+        """Close the environment, then this process's own handle on data.mdb.
+
+        The writer lock file is closed apart (`close_writer_lock`): a thread may be in its
+        turn to write, outside the environment's gate, until it finds the store closed.
+        """
         self.env.close()
-        self.close_files()
+        if self.data_fd >= 0:
+            os.close(self.data_fd)
+            self.data_fd = -1
+
+    def close_writer_lock(self) -> None:
+        """Refuse writes from now on, then close the writer lock file.
+
+        Waits for the write in its turn, if any, to give the lock back first.
+        """
+        with self.write_lock:
+            self.writer_closed = True
+            self.close_files()
 
     def close_files(self) -> None:
-        """Close this process's handles on data.mdb and the writer lock file."""
+        """Close this process's handles on data.mdb and the writer lock file, as they are.
+
+        Takes no lock: for a forked child, whose copies of the parent's locks may be held by
+        threads that do not exist in it, and for an environment no other thread has yet.
+        """
         for name in ("data_fd", "writer_fd"):
             fd = getattr(self, name)
             if fd >= 0:
@@ -356,6 +379,8 @@ class _Shared:
         BackendUnavailableError after `timeout` instead of waiting for ever. Call it with
         `write_lock` held, or before the environment is shared.
         """
+        if self.writer_closed:
+            raise StoreClosedError(f"LMDB store {self.path} is closed")
         lock_path = Path(self.path) / WRITER_LOCK
         if self.writer_fd < 0:
             try:
@@ -685,6 +710,7 @@ def _release(shared: _Shared) -> None:
         busy = _BUSY[key] = threading.Event()
     try:
         shared.gate.alone(shared.close)  # waits for this process's transactions to end
+        shared.close_writer_lock()
     finally:
         _done(key, busy)
 
