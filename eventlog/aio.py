@@ -37,14 +37,16 @@ class _CatchUp:
     `asyncio.run`), and the events it read are never lost.
     """
 
-    __slots__ = ("done", "error", "events", "seen")
+    __slots__ = ("done", "error", "events", "future", "seen")
 
-    def __init__(self, seen: int) -> None:
+    def __init__(self, seen: int, poll: Callable[[], list[RecordedEvent]]) -> None:
         self.seen = seen
         """The store's commit count before the read began."""
         self.events: list[RecordedEvent] = []
         self.error: BaseException | None = None
         self.done = threading.Event()
+        self.future = asyncio.ensure_future(asyncio.to_thread(self.run, poll))
+        """The read, awaited in the event loop that began it."""
 
     def run(self, poll: Callable[[], list[RecordedEvent]]) -> None:
         try:
@@ -73,8 +75,6 @@ class AsyncSubscription:
         self._buffer: deque[RecordedEvent] = deque()
         self._reading: _CatchUp | None = None
         """The catch-up read in progress (or done and not yet taken)."""
-        self._pending: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
-        """The event loop that began `_reading`, and its future for the worker thread."""
         self._waker: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         """The loop of the wait in progress and the event that ends it (one per wait)."""
         self._closed = False
@@ -107,19 +107,16 @@ class AsyncSubscription:
         The read runs in a worker thread and is not cancelled with its caller: the next call
         takes its result rather than reading the same events again.
         """
-        loop = asyncio.get_running_loop()
         catch_up = self._reading
         if catch_up is None:
-            catch_up = self._reading = _CatchUp(self._store.commit_count)
-            future = asyncio.ensure_future(asyncio.to_thread(catch_up.run, self._poll))
-            self._pending = (loop, future)
+            catch_up = self._reading = _CatchUp(self._store.commit_count, self._poll)
         if not catch_up.done.is_set():
-            pending = self._pending
-            if pending is not None and pending[0] is loop and not pending[1].cancelled():
-                await asyncio.shield(pending[1])
+            future = catch_up.future
+            if future.get_loop() is asyncio.get_running_loop() and not future.cancelled():
+                await asyncio.shield(future)
             else:  # begun under another loop, or its task cancelled: the thread finishes it
                 await asyncio.to_thread(catch_up.done.wait)
-        self._reading = self._pending = None
+        self._reading = None
         if catch_up.error is not None:
             raise catch_up.error  # a failed read is tried again by the next call
         self._buffer.extend(catch_up.events)

@@ -14,12 +14,18 @@ import os
 import time
 from pathlib import Path
 
+from eventlog.backends.base import seconds_option
 from eventlog.errors import BackendUnavailableError
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 """Seconds a writer waits for another process's write lock, unless the store's URL says."""
 _FIRST_DELAY = 0.0005
 _MAX_DELAY = 0.05
+
+
+def timeout_option(raw: str | None) -> float:
+    """The `lock_timeout` URL option's seconds (the default when not given); UsageError if bad."""
+    return DEFAULT_LOCK_TIMEOUT if raw is None else seconds_option("lock_timeout", raw)
 
 
 def open_lock_file(path: Path) -> int:

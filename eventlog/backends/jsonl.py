@@ -44,7 +44,6 @@ from eventlog.backends.base import (
     StreamInfo,
     check_store_directory,
     holds_store,
-    seconds_option,
 )
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.jsonl_names import is_stem, stem_for
@@ -560,7 +559,12 @@ class JSONLBackend(Backend):
     format = "json"
     durable = True
 
-    def __init__(self, directory: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        lock_timeout: float = file_lock.DEFAULT_LOCK_TIMEOUT,
+    ) -> None:
         self.root = Path(directory)
         self.location = f"jsonl://{self.root}"
         self.lock_timeout = lock_timeout
@@ -1646,11 +1650,7 @@ class JSONLBackend(Backend):
             raise UsageError(f"unknown option(s) for jsonl://: {', '.join(sorted(opts))}")
         if not path:
             raise UsageError(f"{url!r} names no directory (use jsonl:///path/to/dir)")
-        seconds = (
-            file_lock.DEFAULT_LOCK_TIMEOUT
-            if timeout is None
-            else seconds_option("lock_timeout", timeout)
-        )
+        seconds = file_lock.timeout_option(timeout)
         try:
             return cls(path, lock_timeout=seconds)
         except (NotADirectoryError, FileExistsError) as exc:

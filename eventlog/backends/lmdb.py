@@ -52,7 +52,6 @@ from eventlog.backends.base import (
     StreamInfo,
     check_store_directory,
     holds_store,
-    seconds_option,
 )
 from eventlog.backends.envelope import exact_event
 from eventlog.backends.group_commit import GroupQueue, Job, commit_group
@@ -773,21 +772,23 @@ class LMDBBackend(Backend):
         decoding straight from them saves copying every value once.
         """
         if write:
-            shared = self._shared
-            with shared.write_lock, shared.writer_turn(self.lock_timeout):
-                self._ready_to_write()
+            with self._turn_to_write():
                 return self._attempts(fn, write=True, sync=sync, buffers=False)
         return self._attempts(fn, write=False, sync=False, buffers=buffers)
 
-    def _ready_to_write(self) -> None:
-        """`_Shared.before_write`, LMDB's errors translated.
+    @contextlib.contextmanager
+    def _turn_to_write(self) -> Iterator[None]:
+        """Hold this process's turn to write: `write_lock`, then `_Shared.writer_turn`.
 
-        Call it in this process's turn to write (`write_lock` and `_Shared.writer_turn`).
+        `_Shared.before_write` runs first, its LMDB errors translated.
         """
-        try:
-            self._shared.before_write()
-        except lmdb.Error as exc:
-            raise _translate(exc, self.location) from exc
+        shared = self._shared
+        with shared.write_lock, shared.writer_turn(self.lock_timeout):
+            try:
+                shared.before_write()
+            except lmdb.Error as exc:
+                raise _translate(exc, self.location) from exc
+            yield
 
     def _attempts(self, fn: Callable[[Txn], T], *, write: bool, sync: bool, buffers: bool) -> T:
         """Run fn until it commits without hitting a full (or remotely grown) map."""
@@ -849,9 +850,8 @@ class LMDBBackend(Backend):
 
         Writable: a read-only one is reopened first, as for a write of the backend.
         """
-        shared = self._shared
-        with shared.write_lock, shared.writer_turn(self.lock_timeout):
-            self._ready_to_write()
+        with self._turn_to_write():
+            pass
         return self._env
 
     def _damaged(self, txn: Txn, key: bytes, message: str) -> CorruptionError:
@@ -1353,12 +1353,7 @@ class LMDBBackend(Backend):
         if not path:
             raise UsageError(f"{url!r} names no directory (use lmdb:///path/to/dir)")
         opts = dict(options)
-        timeout = opts.pop("lock_timeout", None)
-        lock_timeout = (
-            file_lock.DEFAULT_LOCK_TIMEOUT
-            if timeout is None
-            else seconds_option("lock_timeout", timeout)
-        )
+        lock_timeout = file_lock.timeout_option(opts.pop("lock_timeout", None))
         kwargs: dict[str, int] = {}
         for name in ("map_size", "max_readers"):
             if name in opts:

@@ -56,6 +56,9 @@ _RELISTEN_SECONDS = 1.0
 """How long the listener waits before making a lost connection again."""
 
 
+_NO_FLUSH_WAIT = "SET LOCAL synchronous_commit TO off"
+"""What a transaction no write of which asked for fsync says first: its commit does not wait
+for the WAL flush."""
 _IN_TRANSACTION = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 _COPY_ROWS = 16
 """A group inserting at least this many events sends them with one COPY (two round trips, but
@@ -223,11 +226,11 @@ class PostgresBackend(Backend):
     ) -> None:
         """Run the group's writes in one transaction holding the head row; commit it.
 
-        Straight (not `nested`), the transaction takes three round trips besides the writes'
-        own reads: BEGIN with the head's lock and read, the group's events in one insert, and
-        the new head, its NOTIFY and the COMMIT. A write that fails rolls all of it back, and
-        `commit_group` reruns the group nested: each write in a savepoint of its own, so a
-        failure is its own write's.
+        Straight (not `nested`), the transaction takes three steps besides the writes' own
+        reads: BEGIN with the head's lock and read (one round trip), the group's events in one
+        insert (`_insert`), and the new head, its NOTIFY and the COMMIT (one round trip). A
+        write that fails rolls all of it back, and `commit_group` reruns the group nested: each
+        write in a savepoint of its own, so a failure is its own write's.
         """
         if nested:
             self._run_nested(conn, group, sync)
@@ -243,7 +246,7 @@ class PostgresBackend(Backend):
                 txn = _Txn(cur, self._head_of(row), [])
                 start = txn.position
                 for job in group:
-                    job.result = job.error = None
+                    job.error = None
                     job.result = job.fn(txn)
                 _insert(cur, sql, txn.rows or [])
                 if txn.position != start:
@@ -262,7 +265,7 @@ class PostgresBackend(Backend):
         sql = self._sql
         with conn.transaction(), conn.cursor(binary=True) as cur:
             if not sync:
-                cur.execute(b"SET LOCAL synchronous_commit TO off")
+                cur.execute(_NO_FLUSH_WAIT.encode())
             txn = _Txn(cur, self._head_of(cur.execute(sql.lock_head).fetchone()), None)
             start = txn.position
             for job in group:
@@ -608,11 +611,10 @@ class _Statements:
 
     def __init__(self, s: str, channel: str) -> None:
         packed = f"SELECT position, stream, rec FROM {s}.events"
-        self.lock_head = f"SELECT position FROM {s}.head FOR UPDATE".encode()
-        self.begin_sync = f"BEGIN; SELECT position FROM {s}.head FOR UPDATE".encode()
-        self.begin_async = (
-            f"BEGIN; SET LOCAL synchronous_commit TO off; SELECT position FROM {s}.head FOR UPDATE"
-        ).encode()
+        lock_head = f"SELECT position FROM {s}.head FOR UPDATE"
+        self.lock_head = lock_head.encode()
+        self.begin_sync = f"BEGIN; {lock_head}".encode()
+        self.begin_async = f"BEGIN; {_NO_FLUSH_WAIT}; {lock_head}".encode()
         self.commit_head = (
             f"UPDATE {s}.head SET position = ".encode(),
             f"; NOTIFY {channel}; COMMIT".encode(),
