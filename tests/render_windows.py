@@ -370,8 +370,22 @@ def _blank(text: str) -> bool:
     return not text or text.isspace()
 
 
+# Tool names as the providers document them: OpenAI's "a-z, A-Z, 0-9, or contain underscores
+# and dashes, with a maximum length of 64", Anthropic's ^[a-zA-Z0-9_-]{1,64}$, Gemini's "must
+# start with a letter or an underscore ... underscores, dots, colons and dashes ... 64".
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+GEMINI_TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$")
+
+
+def _check_names(names: list[str], rule: re.Pattern[str] = TOOL_NAME) -> None:
+    bad = [n for n in names if not rule.match(n)]
+    assert not bad, f"tool names the provider refuses: {bad}"
+
+
 def check_anthropic(body: dict[str, Any]) -> None:
     assert isinstance(body["max_tokens"], int) and body["max_tokens"] > 0
+    _check_names([t["name"] for t in body.get("tools", ())])
+    _check_names([b["name"] for m in body["messages"] for b in m["content"] if "name" in b])
     messages = body["messages"]
     media = sum(
         1
@@ -430,6 +444,8 @@ def check_anthropic(body: dict[str, Any]) -> None:
 
 def check_openai_chat(body: dict[str, Any]) -> None:
     messages = body["messages"]
+    _check_names([t[t["type"]]["name"] for t in body.get("tools", ())])
+    _check_names([c[c["type"]]["name"] for m in messages for c in m.get("tool_calls") or ()])
     i = 0
     seen: set[str] = set()
     while i < len(messages):
@@ -459,6 +475,10 @@ def check_openai_chat(body: dict[str, Any]) -> None:
 
 def check_openai_responses(body: dict[str, Any]) -> None:
     items = body["input"]
+    _check_names([t["name"] for t in body.get("tools", ())])
+    _check_names(
+        [i["name"] for i in items if i.get("type") in ("function_call", "custom_tool_call")]
+    )
     called: dict[str, int] = {}
     answered: set[str] = set()
     kinds: dict[str, str] = {}
@@ -505,6 +525,18 @@ def check_openai_responses(body: dict[str, Any]) -> None:
 
 def check_gemini(body: dict[str, Any]) -> None:
     contents = body["contents"]
+    declared = [d["name"] for t in body.get("tools", ()) for d in t.get("functionDeclarations", ())]
+    _check_names(declared, GEMINI_TOOL_NAME)
+    _check_names(
+        [
+            p[k]["name"]
+            for c in contents
+            for p in c["parts"]
+            for k in ("functionCall", "functionResponse")
+            if k in p
+        ],
+        GEMINI_TOOL_NAME,
+    )
     for i, c in enumerate(contents):
         assert c["role"] == ("user" if i % 2 == 0 else "model"), (i, c["role"])
         assert c["parts"]
@@ -550,6 +582,7 @@ RECEIVERS = {
 
 _texts = st.sampled_from(["", " ", "\n\t", "hi", "你好 👋🏽", "مرحبا", "a\u200db", "two\n\nlines "])
 _ids = st.sampled_from(["c1", "c2", "call_3", "toolu 4", "x" * 80, "a.b/c", "é", "c1~2"])
+_tool_names = st.sampled_from(["search", "files.read", "mcp:fs/read", "9lives", "名前", "y" * 70])
 
 
 @st.composite
@@ -594,7 +627,9 @@ def windows(draw: st.DrawFn) -> Window:
         elif kind == "output":
             ids = draw(st.lists(_ids, max_size=3, unique=True))
             raw = st.sampled_from(["{}", '{"a": 1}', '{"a"', "[1]", ""])
-            open_calls = [call(i, "search", draw(raw), custom=draw(st.booleans())) for i in ids]
+            open_calls = [
+                call(i, draw(_tool_names), draw(raw), custom=draw(st.booleans())) for i in ids
+            ]
             data.append(draw(_output(str(n), open_calls)))
         elif kind == "results":
             answered = draw(st.permutations(open_calls))[: draw(st.integers(0, len(open_calls)))]

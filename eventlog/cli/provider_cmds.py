@@ -7,10 +7,17 @@ from typing import Any, TextIO
 import click
 
 from eventlog.cli.app import cli, emit_json, expected_seq_option, open_store
-from eventlog.events import Event, RecordedEvent
+from eventlog.events import (
+    Event,
+    RecordedEvent,
+    ToolsetDefined,
+    ToolSpec,
+    new_event_id,
+)
 from eventlog.projections.providers.common import decode_json
 from eventlog.projections.providers.importers import FORMATS, import_history
 from eventlog.projections.providers.ingest import PROVIDERS, ingest_text
+from eventlog.projections.providers.tool_names import restore_tool_names
 from eventlog.store import ExpectedSeq, Store
 
 
@@ -56,12 +63,28 @@ def import_cmd(
 def ingest_cmd(
     ctx: click.Context, stream: str, provider: str, file: TextIO, expected_seq: ExpectedSeq
 ) -> None:
-    """Record a provider response (a JSON body or an SSE stream, FILE or -) as one output."""
+    """Record a provider response (a JSON body or an SSE stream, FILE or -) as one output.
+
+    Calls of a tool of the stream's toolset that the renderer renamed to fit the provider's
+    rules (`files.read` sent as `files_read_<hash>`) are recorded under the toolset's name.
+    """
     output = ingest_text(provider, file.read())
-    event = Event(data=output, meta={"source": f"ingest:{provider}"})
+    event_id = new_event_id()
 
     def write(store: Store) -> list[RecordedEvent]:
+        data = restore_tool_names(output, provider, _current_tools(store, stream))
+        event = Event(id=event_id, data=data, meta={"source": f"ingest:{provider}"})
         return store.append(stream, [event], expected_seq=expected_seq)
 
     records = write(open_store(ctx, create=True, rehearse=write))
     emit_json(_written(stream, records))
+
+
+def _current_tools(store: Store, stream: str) -> tuple[ToolSpec, ...]:
+    """The stream's toolset: its latest `ToolsetDefined` (none for a new stream)."""
+    if not store.exists(stream):
+        return ()
+    for event in store.read(stream, backwards=True):
+        if isinstance(event.data, ToolsetDefined):
+            return event.data.tools
+    return ()

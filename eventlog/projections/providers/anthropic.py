@@ -43,9 +43,11 @@ from eventlog.projections.providers.render_common import (
     result_text,
     tool_input,
 )
+from eventlog.projections.providers.tool_names import tool_namer
 from eventlog.projections.window_types import Window
 
 PROVIDER = "anthropic"
+_tool_name = tool_namer("anthropic")
 DEFAULT_MAX_TOKENS = 4096
 """`max_tokens` when none is given (the API requires one)."""
 MAX_ID_LENGTH = 64
@@ -143,7 +145,7 @@ def _cap_media(messages: list[Message]) -> None:
 
 
 def _tool(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    tool: dict[str, Any] = {"name": name}
+    tool: dict[str, Any] = {"name": _tool_name(name)}
     if description:
         tool["description"] = description
     tool["input_schema"] = schema
@@ -214,14 +216,14 @@ class _Messages(SystemSlot):
                 {
                     "type": "tool_use",
                     "id": tool_use_id,
-                    "name": call.name,
+                    "name": _tool_name(call.name),
                     "input": tool_input(call),
                 }
             )
             tools[call.name] = None
             results.append(_result_block(tool_use_id, result))
             if is_error(result) and result.attachments:
-                attached.append(_text(f"[attachments of the failed {call.name} call]"))
+                attached.append(_text(f"[attachments of the failed {_tool_name(call.name)} call]"))
                 attached += [_attachment(a) for a in result.attachments]
         self._assistant(blocks, thinking)
         self._user(results + attached)  # a new message: the assistant one has the tool_use blocks

@@ -34,9 +34,11 @@ from eventlog.projections.providers.render_common import (
     result_text,
     tool_input,
 )
+from eventlog.projections.providers.tool_names import tool_namer
 from eventlog.projections.window_types import Window
 
 PROVIDER = "google"
+_tool_name = tool_namer("gemini")
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
 """Image formats Gemini reads from inline bytes."""
 
@@ -87,7 +89,7 @@ def render(
 
 
 def _declaration(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
-    declaration: dict[str, Any] = {"name": name}
+    declaration: dict[str, Any] = {"name": _tool_name(name)}
     if description:
         declaration["description"] = description
     declaration["parameters"] = parameters
@@ -136,7 +138,7 @@ class _Contents(SystemSlot):
         attached: list[Part] = []
         carried = _dropped_signature(output, answers) if own else None
         for k, (call, _, result) in enumerate(answers):
-            part: Part = {"functionCall": {"name": call.name, "args": tool_input(call)}}
+            part: Part = {"functionCall": {"name": _tool_name(call.name), "args": tool_input(call)}}
             signature = call.signature if own else None
             if carried is not None:  # the first call kept: it takes the dropped one's place
                 signature, carried = signature or carried, None
@@ -146,7 +148,9 @@ class _Contents(SystemSlot):
                 part["thoughtSignature"] = signature
             parts.append(part)
             response = {"error" if is_error(result) else "output": result_text(result)}
-            responses.append({"functionResponse": {"name": call.name, "response": response}})
+            responses.append(
+                {"functionResponse": {"name": _tool_name(call.name), "response": response}}
+            )
             if result.attachments:
                 attached += [_attachment(x) for x in result.attachments]
         self._add("model", parts)

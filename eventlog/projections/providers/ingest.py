@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from eventlog.errors import UsageError
-from eventlog.events import ModelOutput
+from eventlog.events import ModelOutput, ToolSpec
 from eventlog.projections.providers import (
     ingest_anthropic,
     ingest_gemini,
@@ -14,6 +14,7 @@ from eventlog.projections.providers import (
     ingest_openai_responses,
 )
 from eventlog.projections.providers.common import Accumulator, decode_json, looks_like_sse
+from eventlog.projections.providers.tool_names import restore_tool_names
 
 _MODULES = {
     "openai-chat": ingest_openai_chat,
@@ -47,24 +48,34 @@ def accumulator(provider: str) -> Accumulator:
     return _ACCUMULATORS[provider]()
 
 
-def ingest_response(provider: str, body: Any) -> ModelOutput:
-    """One ModelOutput from a provider's response body (dict or SDK object)."""
+def ingest_response(
+    provider: str, body: Any, *, tools: Iterable[ToolSpec | str] = ()
+) -> ModelOutput:
+    """One ModelOutput from a provider's response body (dict or SDK object).
+
+    `tools`: the tools of the request's window; a call of one the renderer renamed to fit the
+    provider's rules gets its own name back (see `tool_names.restore_tool_names`).
+    """
     output: ModelOutput = _module(provider).ingest_response(body)
-    return output
+    return restore_tool_names(output, provider, tools)
 
 
-def ingest_text(provider: str, text: str) -> ModelOutput:
-    """One ModelOutput from a document holding a JSON response body or an SSE stream."""
+def ingest_text(provider: str, text: str, *, tools: Iterable[ToolSpec | str] = ()) -> ModelOutput:
+    """One ModelOutput from a document holding a JSON response body or an SSE stream.
+
+    `tools` as for `ingest_response`.
+    """
     module = _module(provider)
+    output: ModelOutput
     if looks_like_sse(text):
-        output: ModelOutput = module.ingest_sse(text)
-        return output
-    body = decode_json(text, f"{provider} response")
-    if isinstance(body, list) and provider != "gemini":
-        output = module.ingest_stream(body)  # a JSON array of stream events
+        output = module.ingest_sse(text)
     else:
-        output = module.ingest_response(body)
-    return output
+        body = decode_json(text, f"{provider} response")
+        if isinstance(body, list) and provider != "gemini":
+            output = module.ingest_stream(body)  # a JSON array of stream events
+        else:
+            output = module.ingest_response(body)
+    return restore_tool_names(output, provider, tools)
 
 
 __all__ = ["PROVIDERS", "accumulator", "ingest_response", "ingest_text"]

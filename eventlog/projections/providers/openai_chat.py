@@ -34,9 +34,11 @@ from eventlog.projections.providers.render_common import (
     provider_file,
     raw_arguments,
 )
+from eventlog.projections.providers.tool_names import tool_namer
 from eventlog.projections.window_types import Window
 
 PROVIDER = "openai"
+_tool_name = tool_namer("openai-chat")
 MAX_ID_LENGTH = 40
 """Longest tool call id the API accepts; longer ids are rewritten (any characters are kept)."""
 
@@ -84,7 +86,7 @@ def render(
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
     """A function tool, or a custom one (`format`) taking free text."""
-    definition: dict[str, Any] = {"name": spec.name}
+    definition: dict[str, Any] = {"name": _tool_name(spec.name)}
     if spec.description:
         definition["description"] = spec.description
     if spec.format is not None:
@@ -179,16 +181,16 @@ class _Messages(Pairing):
             call_id = _call_id(uid)
             free_text = custom_input(call, self.custom_tools)
             if free_text is not None:
-                custom = {"name": call.name, "input": free_text}
+                custom = {"name": _tool_name(call.name), "input": free_text}
                 calls.append({"id": call_id, "type": "custom", "custom": custom})
             else:
-                function = {"name": call.name, "arguments": raw_arguments(call)}
+                function = {"name": _tool_name(call.name), "arguments": raw_arguments(call)}
                 calls.append({"id": call_id, "type": "function", "function": function})
             self.messages.append(
                 {"role": "tool", "tool_call_id": call_id, "content": error_text(result)}
             )
             if result.attachments:
-                label = f"Attachments of tool call {call_id} ({call.name}):"
+                label = f"Attachments of tool call {call_id} ({_tool_name(call.name)}):"
                 attached.append({"type": "text", "text": label})
                 attached += [_attachment(x) for x in result.attachments]
         if attached:

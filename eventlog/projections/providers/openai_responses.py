@@ -48,9 +48,11 @@ from eventlog.projections.providers.render_common import (
     provider_file,
     raw_arguments,
 )
+from eventlog.projections.providers.tool_names import tool_namer
 from eventlog.projections.window_types import Window
 
 PROVIDER = "openai"
+_tool_name = tool_namer("openai-responses")
 MAX_ID_LENGTH = 64
 """Longest call id kept as is; longer ones are rewritten (any characters are kept)."""
 
@@ -95,7 +97,10 @@ def render(
 
 def _tool(spec: ToolSpec) -> Item:
     """A function tool, or a custom one (`format`) taking free text."""
-    tool: Item = {"type": "function" if spec.format is None else "custom", "name": spec.name}
+    tool: Item = {
+        "type": "function" if spec.format is None else "custom",
+        "name": _tool_name(spec.name),
+    }
     if spec.description:
         tool["description"] = spec.description
     if spec.format is not None:
@@ -335,9 +340,9 @@ def _call_item(call: ToolCall, call_id: str, own: bool, custom: str | None) -> I
     if own and call.item_id is not None and call.custom == (custom is not None):
         item["id"] = call.item_id  # (an fc_ id never goes on a custom call, nor the reverse)
     if custom is None:
-        item.update(call_id=call_id, name=call.name, arguments=raw_arguments(call))
+        item.update(call_id=call_id, name=_tool_name(call.name), arguments=raw_arguments(call))
     else:
-        item.update(call_id=call_id, name=call.name, input=custom)
+        item.update(call_id=call_id, name=_tool_name(call.name), input=custom)
     return item
 
 
