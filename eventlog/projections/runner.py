@@ -21,7 +21,7 @@ from typing import Generic
 
 import msgspec
 
-from eventlog.errors import UsageError, ValidationError
+from eventlog.errors import StreamNotFoundError, UsageError, ValidationError
 from eventlog.events import EventData, RecordedEvent
 from eventlog.projections.base import Projection, S
 from eventlog.projections.state import ConversationProjection, ConversationState, Policy
@@ -145,6 +145,7 @@ class Runner(Generic[S]):
         """The state at `at` (default: the end): latest usable snapshot at or below it + tail.
 
         With `snapshot_every` set, also saves a snapshot at the last multiple of N on the way.
+        StreamNotFoundError for a stream that does not exist (`follow` waits for one instead).
         """
         end = self.end(stream, at)
         if not snapshots:
@@ -162,7 +163,10 @@ class Runner(Generic[S]):
         return end
 
     def follow(self, stream: str) -> Follower[S]:
-        """A live follower: the state at the end now, kept up to date as events arrive."""
+        """A live follower: the state at the end now, kept up to date as events arrive.
+
+        A stream that does not exist yet is waited for: the initial state (seq 0) until it does.
+        """
         return Follower(self, stream)
 
     def source(self, stream: str) -> StoreSource:
@@ -280,7 +284,10 @@ class Runner(Generic[S]):
 
 
 class Follower(Generic[S]):
-    """A projection kept up to date with one stream as events commit (see `Runner.follow`)."""
+    """A projection kept up to date with one stream as events commit (see `Runner.follow`).
+
+    Its stream need not exist yet: until it does, `seq` is 0 and `state` the initial state.
+    """
 
     def __init__(self, runner: Runner[S], stream: str) -> None:
         self.runner = runner
@@ -288,9 +295,15 @@ class Follower(Generic[S]):
         store = runner.store
         # Subscribe first, so nothing committed while the state is computed is missed.
         self._sub = store.subscribe(after=store.head_position())
-        self.seq = runner.end(stream)
-        self.state: S = runner.state(stream, self.seq)
+        self.seq = 0
+        """The last seq folded (0 while the stream does not exist)."""
+        self.state: S = runner.projection.initial()
         """The state at `seq`."""
+        try:
+            self._load()
+        except BaseException:  # a bad stream name, a closed store: leave no subscription open
+            self._sub.close()
+            raise
 
     @property
     def closed(self) -> bool:
@@ -301,8 +314,13 @@ class Follower(Generic[S]):
         """Fold events committed since the last call (waiting up to `timeout` for some).
 
         Commits to other streams do not end the wait. StoreClosedError once it has ended.
+        While the stream does not exist, it waits for its first events; a fork created meanwhile
+        (no events of its own yet) is seen when the call returns.
         """
         mine = self._mine(check_timeout(timeout))
+        if self.seq == 0:  # not there at the last look: take it whole, with any snapshots
+            self._load()
+            return self.state
         if not mine:
             return self.state
         end = mine[-1].seq
@@ -311,6 +329,19 @@ class Follower(Generic[S]):
         else:
             self._apply(self.runner.store.read(self.stream, self.seq + 1, end), end)
         return self.state
+
+    def _load(self) -> None:
+        """Take the state at the stream's end now; keep seq 0 if the stream does not exist yet.
+
+        An existing stream ends at seq 1 or more (a fork at its fork point), so 0 means missing.
+        """
+        runner = self.runner
+        try:
+            end = runner.end(self.stream)
+        except StreamNotFoundError:
+            return
+        self.state = runner.state(self.stream, end)
+        self.seq = end
 
     def _mine(self, timeout: float) -> list[RecordedEvent]:
         """New events of this stream, polling until some come or `timeout` seconds pass."""
@@ -358,7 +389,10 @@ def conversation_state(
     snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY,
     keep_snapshots: int | None = DEFAULT_KEEP_SNAPSHOTS,
 ) -> ConversationState:
-    """The `ConversationState` of a stream at `at` (default: its end), using snapshots."""
+    """The `ConversationState` of a stream at `at` (default: its end), using snapshots.
+
+    StreamNotFoundError for a stream that does not exist; `Runner.follow` waits for one instead.
+    """
     runner = Runner(
         store,
         ConversationProjection(policy),
