@@ -15,6 +15,8 @@ Rules (every strategy):
   `WindowTooSmallError` says by how much;
 - a model output and the results of its tool calls form one unit, kept or dropped together;
 - a compaction summary stands in for the units that start inside its range;
+- `sliding_window` keeps the last N turns and the compaction summaries whose ranges reach them
+  (one starting before the oldest kept turn is kept, and the window starts at it);
 - a system instruction followed directly by another (nothing shown between them) never took
   effect: the later one supersedes it, and it is left out;
 - `lod_then_drop` and `summary_aware` downgrade older units Live -> Summary -> Gist, oldest
@@ -667,17 +669,41 @@ class WindowBuilder:
         fixed = self._system_tokens + self._tools_tokens + fixed_pinned + screen_tokens
         if fixed > tokens:
             raise self._too_small(fixed, tokens, fixed_pinned, screen_tokens)
-        cut = 0
-        if strat == "sliding_window":
-            n = DEFAULT_TURNS if n_turns is None else n_turns
-            if len(self._inputs) >= n:
-                cut = self._inputs[-n]
+        cut = self._turns_cut(n_turns) if strat == "sliding_window" else 0
         p = self._plan(strat, tokens - fixed, cut)
         kept = self._kept(p, strat, pinned)
         return self._build(kept, p, strat, mode, tokens, screen, screen_tokens, pinned)
 
     def _settle(self, pinned: list[_Unit]) -> None:
         """Count what every window needs before selecting (a builder has counted it when fed)."""
+
+    def _turns_cut(self, turns: int | None) -> int:
+        """The slot `sliding_window` keeps from (0: keep every turn).
+
+        The oldest kept turn starts at the `turns`-th last input; a compaction summary whose
+        range reaches that input stands in for turns that are kept, so the window starts at the
+        oldest such summary instead (else the summary and the turns it covers are both lost).
+        """
+        n = DEFAULT_TURNS if turns is None else turns
+        if len(self._inputs) < n:
+            return 0
+        cut = self._inputs[-n]
+        if self._units[cut].active:
+            return cut  # not covered: no active compaction's range contains it
+        return self._reaching(cut)
+
+    def _reaching(self, seq: int) -> int:
+        """The slot of the oldest active compaction whose range starts before `seq` and reaches it.
+
+        `seq` itself if none; walks the active compactions that start before it.
+        """
+        units = self._units
+        for slot, key in self._compactions:
+            if slot >= seq:
+                break
+            if units[key].last >= seq:
+                return slot
+        return seq
 
     def full_tokens(self) -> int:
         """Tokens of the window with no budget: all the model is shown of this history.
