@@ -203,7 +203,9 @@ class SQLiteBackend(Backend):
         self._reads_done = threading.Condition(self._lock)
         self._idle: list[sqlite3.Connection] = []
         """Reader connections no query holds, the most recently used last."""
-        self._writer = GroupWriter(self._connect(), self._translate, self.location, self._connect)
+        self._writer = GroupWriter(
+            self._connect(), self._translate, self.location, self._connect, f"{self.path}-wal"
+        )
 
     def _connect(self) -> sqlite3.Connection:
         try:

@@ -11,7 +11,7 @@ next group: under load, one sync serves many appends.
 
 Commits that do not sync, and large ones that do, leave WAL checkpoints to a background thread
 (see `sqlite_checkpoint`); small commits at durability fsync checkpoint inline, as SQLite does
-by default.
+by default. Commits at durability fsync keep room ahead of the WAL (see `sqlite_wal_room`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from eventlog.backends.sqlite_checkpoint import (
     Checkpointer,
     commit_pages,
 )
+from eventlog.backends.sqlite_wal_room import WalRoom
 from eventlog.errors import BackendUnavailableError, StoreClosedError
 
 log = logging.getLogger("eventlog.backends.sqlite")
@@ -83,9 +84,12 @@ class GroupWriter(Turns):
         translate: Translate,
         location: str,
         connect: Callable[[], sqlite3.Connection],
+        wal_path: str | None = None,
     ) -> None:
         super().__init__()
         self._conn = conn
+        self._room = None if wal_path is None else WalRoom(wal_path)
+        """Room ahead of the WAL for commits at durability fsync (None: not kept)."""
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
         # A WAL reset keeps at most this much file: room for the cap, without keeping a burst's.
         conn.execute(f"PRAGMA journal_size_limit={2 * WAL_CAP_FRAMES * self._page_size}")
@@ -129,19 +133,15 @@ class GroupWriter(Turns):
         level, size = _level_and_size(group)
         pages = commit_pages(size, self._page_size)
         background = level is not Durability.FSYNC or pages >= BIG_COMMIT_PAGES
+        room = self._room if level is Durability.FSYNC else None
+        alone = len(group) == 1 and group[0].one_statement and not (room and room.due)
         try:
             if self._checkpointer.restart_due:
                 self._sync_checkpoints()
                 self._checkpointer.restart(conn)
             self._configure(level, background)
-            if not (len(group) == 1 and group[0].one_statement and self._run_alone(group[0])):
-                self._begin()
-                if len(group) == 1:
-                    group[0].result = group[0].work(conn)
-                elif not self._run_straight(group):
-                    self._run_each(group)
-                if conn.in_transaction:  # not when every job failed (see `_run_each`)
-                    conn.execute("COMMIT")
+            if not (alone and self._run_alone(group[0])):
+                self._transaction(group, room)
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -154,8 +154,23 @@ class GroupWriter(Turns):
             return
         self.commits += 1
         self.jobs += len(group)
+        if room is not None:
+            room.committed()
         if background:
             self._checkpointer.committed(pages)
+
+    def _transaction(self, group: list[Job], room: WalRoom | None) -> None:
+        """Run the group in BEGIN IMMEDIATE ... COMMIT, making room ahead of the WAL if due."""
+        conn = self._conn
+        self._begin()
+        if room is not None and room.due:
+            room.make()  # holding the write lock: no other connection writes the WAL
+        if len(group) == 1:
+            group[0].result = group[0].work(conn)
+        elif not self._run_straight(group):
+            self._run_each(group)
+        if conn.in_transaction:  # not when every job failed (see `_run_each`)
+            conn.execute("COMMIT")
 
     def _run_alone(self, job: Job) -> bool:
         """Run a one-statement job as its own autocommit transaction.
@@ -291,7 +306,8 @@ class GroupWriter(Turns):
     def stats(self) -> dict[str, int]:
         """Commits, jobs (jobs > commits when callers shared one), checkpoints, WAL restarts.
 
-        `restarts_blocked` counts the restarts that gave up because a reader held the WAL.
+        `restarts_blocked` counts the restarts that gave up because a reader held the WAL;
+        `wal_room` the times room was made ahead of it.
         """
         return {
             "commits": self.commits,
@@ -299,4 +315,5 @@ class GroupWriter(Turns):
             "checkpoints": self._checkpointer.checkpoints,
             "restarts": self._checkpointer.restarts,
             "restarts_blocked": self._checkpointer.restarts_blocked,
+            "wal_room": 0 if self._room is None else self._room.extensions,
         }
