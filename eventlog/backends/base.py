@@ -370,3 +370,45 @@ class Backend(ABC):
         from eventlog.errors import UsageError
 
         raise UsageError(f"full-text search is not supported by {type(self).__name__}")
+
+
+class PackedBackend(Backend):
+    """A backend that stores packed rows: its record reads are its packed reads, unpacked."""
+
+    @abstractmethod
+    def read_packed(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[PackedRow]:
+        """Own packed rows of a stream with first <= seq <= last (see `Backend.read`)."""
+
+    @abstractmethod
+    def read_all_packed(self, after: int, limit: int) -> list[PackedRow]:
+        """Packed rows after a position, in position order (see `Backend.read_all`)."""
+
+    @abstractmethod
+    def _records(self, rows: list[PackedRow]) -> list[Record]:
+        """Records of packed rows; a damaged one is a CorruptionError saying where."""
+
+    def read(
+        self,
+        stream: str,
+        first: int,
+        last: int | None,
+        *,
+        backwards: bool = False,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Own records with first <= seq <= last."""
+        return self._records(
+            self.read_packed(stream, first, last, backwards=backwards, limit=limit)
+        )
+
+    def read_all(self, after: int, limit: int) -> list[Record]:
+        """Records after a position, in position order."""
+        return self._records(self.read_all_packed(after, limit))

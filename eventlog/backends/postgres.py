@@ -21,10 +21,10 @@ import psycopg_pool
 from psycopg import pq
 
 from eventlog.backends.base import (
-    Backend,
     Conflict,
     Durability,
     ForkInfo,
+    PackedBackend,
     Record,
     StreamInfo,
     seconds_option,
@@ -84,7 +84,7 @@ class _Txn:
         self.rows = rows
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(PackedBackend):
     """Events in PostgreSQL tables of one schema; any number of processes may share them."""
 
     format = "msgpack"
@@ -360,24 +360,6 @@ class PostgresBackend(Backend):
     def read_all_packed(self, after: int, limit: int) -> list[PackedRow]:
         """Packed rows after a position, in position order."""
         return self._query(self._sql.after, (after, limit))
-
-    def read(
-        self,
-        stream: str,
-        first: int,
-        last: int | None,
-        *,
-        backwards: bool = False,
-        limit: int | None = None,
-    ) -> list[Record]:
-        """Own records with first <= seq <= last."""
-        return self._records(
-            self.read_packed(stream, first, last, backwards=backwards, limit=limit)
-        )
-
-    def read_all(self, after: int, limit: int) -> list[Record]:
-        """Records after a position, in position order."""
-        return self._records(self.read_all_packed(after, limit))
 
     def last(self, stream: str) -> Record | None:
         """The stream's own record with the highest seq."""

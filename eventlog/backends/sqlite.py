@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eventlog.backends.base import (
-    Backend,
     Conflict,
     Durability,
     ForkInfo,
+    PackedBackend,
     Record,
     SearchHit,
     Segment,
@@ -173,7 +173,7 @@ def translate_error(exc: BaseException, location: str, query: str | None = None)
 # -- the backend --------------------------------------------------------------------------------
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(PackedBackend):
     """Events in a SQLite file (WAL), shared safely by threads and processes."""
 
     format = "msgpack"
@@ -374,24 +374,6 @@ class SQLiteBackend(Backend):
         return self._query(
             f"{_SELECT} WHERE position > ? ORDER BY position LIMIT ?", (after, limit)
         )
-
-    def read(
-        self,
-        stream: str,
-        first: int,
-        last: int | None,
-        *,
-        backwards: bool = False,
-        limit: int | None = None,
-    ) -> list[Record]:
-        """Own records with first <= seq <= last."""
-        return self._records(
-            self.read_packed(stream, first, last, backwards=backwards, limit=limit)
-        )
-
-    def read_all(self, after: int, limit: int) -> list[Record]:
-        """Records after a position, in position order."""
-        return self._records(self.read_all_packed(after, limit))
 
     def last(self, stream: str) -> Record | None:
         """The stream's own record with the highest seq."""

@@ -526,8 +526,12 @@ def fix_id(uid: str, max_length: int, *, strict_chars: bool = True) -> str:
     """
     if len(uid) <= max_length and (not strict_chars or _ID_SAFE.match(uid)):
         return uid
-    digest = hashlib.sha256(uid.encode()).hexdigest()[:10]
-    base = _ID_UNSAFE.sub("_", uid) if strict_chars else uid
+    return hashed_name(_ID_UNSAFE.sub("_", uid) if strict_chars else uid, uid, max_length)
+
+
+def hashed_name(base: str, original: str, max_length: int) -> str:
+    """`base` cut to fit `max_length` with `_` and 10 hex digits of `original`'s SHA-256."""
+    digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{base[: max_length - 11]}_{digest}"
 
 
@@ -707,6 +711,7 @@ __all__ = [
     "data_url",
     "error_text",
     "fix_id",
+    "hashed_name",
     "from_provider",
     "function_parameters",
     "id_rewriter",

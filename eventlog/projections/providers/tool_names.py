@@ -17,7 +17,6 @@ keep matching). `restore_tool_names` maps a response's calls back to the stream'
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from collections.abc import Callable, Iterable
 
@@ -25,26 +24,20 @@ import msgspec
 
 from eventlog.errors import UsageError
 from eventlog.events import ModelOutput, ToolSpec
+from eventlog.projections.providers.render_common import fix_id, hashed_name
 
 MAX_TOOL_NAME = 64
 """The longest tool name every provider takes."""
 
-_HASH_DIGITS = 10
-
+_STRICT = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _VALID = {
-    "openai-chat": re.compile(r"[A-Za-z0-9_-]{1,64}"),
-    "openai-responses": re.compile(r"[A-Za-z0-9_-]{1,64}"),
-    "anthropic": re.compile(r"[A-Za-z0-9_-]{1,64}"),
+    "openai-chat": _STRICT,
+    "openai-responses": _STRICT,
+    "anthropic": _STRICT,
     "gemini": re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}"),
 }
 """Provider format name -> the tool names it accepts (whole-string match)."""
-
-_UNSAFE = {
-    "openai-chat": re.compile(r"[^A-Za-z0-9_-]"),
-    "openai-responses": re.compile(r"[^A-Za-z0-9_-]"),
-    "anthropic": re.compile(r"[^A-Za-z0-9_-]"),
-    "gemini": re.compile(r"[^A-Za-z0-9_.:-]"),
-}
+_GEMINI_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 _GEMINI_FIRST = re.compile(r"[A-Za-z_]")
 
 
@@ -57,14 +50,19 @@ def _provider_rules(provider: str) -> re.Pattern[str]:
 
 @functools.lru_cache(maxsize=1 << 14)
 def provider_tool_name(provider: str, name: str) -> str:
-    """The name `provider` accepts for a tool named `name`: `name` itself when valid."""
+    """The name `provider` accepts for a tool named `name`: `name` itself when valid.
+
+    Rewritten as tool call ids are (`render_common.fix_id`), with Gemini's wider character set
+    and its rule for the first character.
+    """
     if _provider_rules(provider).fullmatch(name):
         return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_DIGITS]
-    base = _UNSAFE[provider].sub("_", name)
-    if provider == "gemini" and base and not _GEMINI_FIRST.match(base):
+    if provider != "gemini":
+        return fix_id(name, MAX_TOOL_NAME)
+    base = _GEMINI_UNSAFE.sub("_", name)
+    if base and not _GEMINI_FIRST.match(base):
         base = "_" + base  # Gemini: a letter or an underscore first
-    return f"{base[: MAX_TOOL_NAME - _HASH_DIGITS - 1]}_{digest}"
+    return hashed_name(base, name, MAX_TOOL_NAME)
 
 
 def tool_namer(provider: str) -> Callable[[str], str]:
