@@ -672,6 +672,7 @@ class Store:
             self._backend.create_fork(info)
         except Conflict:
             raise StreamExistsError(new) from None
+        self._count_commit()  # followers waiting for `new` (a fork commits no event) look again
         return StreamInfo(new, at, info.ts, source, at)
 
     def forks(self, stream: str | None = None) -> list[ForkInfo]:

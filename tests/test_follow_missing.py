@@ -134,7 +134,7 @@ def test_a_fork_without_own_events_is_followed_from_its_fork_point(
 def test_a_fork_created_under_a_follower_is_taken_from_its_fork_point(
     make_url: Callable[[], str],
 ) -> None:
-    """Creating a fork commits no event: the follower sees it when `poll` returns."""
+    """A fork made before the call: even `poll()` without a timeout takes it."""
     with el.open(make_url()) as store:
         store.append("p", text_events(5))
         with runner(store).follow("f") as follower:
@@ -148,6 +148,41 @@ def test_a_fork_created_under_a_follower_is_taken_from_its_fork_point(
             assert state.seq == 3 and state == conversation_state(store, "f")
 
 
+@pytest.mark.parametrize("poll_interval", [0.05, 60.0])
+def test_a_fork_created_while_a_follower_waits_ends_its_wait(
+    make_url: Callable[[], str], poll_interval: float
+) -> None:
+    """A fork commits no event, yet it creates the stream: the waiting `poll` returns then.
+
+    With a 60 s poll interval only the fork's own wake-up can end the wait in time.
+    """
+    with el.open(make_url(), poll_interval=poll_interval) as store:
+        store.append("p", text_events(5))
+        with runner(store).follow("f") as follower:
+            timer = later(0.1, lambda: fork(store, "p", "f", at=3))
+            started = time.monotonic()
+            state = follower.poll(timeout=SLOW)
+            took = time.monotonic() - started
+            timer.join()
+            assert took < QUICK
+            assert follower.seq == 3 and state.seq == 3
+            assert state == conversation_state(store, "p", at=3)
+            store.append("f", text_events(1, "own"))
+            assert follower.poll(timeout=SLOW) == conversation_state(store, "f")
+
+
+def test_a_fork_commit_counts_as_a_commit(make_url: Callable[[], str]) -> None:
+    """Waiters on the store's commits (subscriptions, followers) wake at a fork."""
+    with el.open(make_url(), poll_interval=60) as store:
+        store.append("p", text_events(2))
+        seen = store.commit_count
+        timer = later(0.1, lambda: fork(store, "p", "f", at=1))
+        started = time.monotonic()
+        assert store.wait_for_commit(seen, SLOW) == seen + 1
+        timer.join()
+        assert time.monotonic() - started < QUICK
+
+
 def test_a_fork_created_and_appended_to_under_a_follower(make_url: Callable[[], str]) -> None:
     """Its first own event arrives at seq at+1: the prefix is read, not skipped."""
     with el.open(make_url()) as store:
@@ -157,6 +192,23 @@ def test_a_fork_created_and_appended_to_under_a_follower(make_url: Callable[[], 
             store.append("f", text_events(2, "own"))
             state = follower.poll(timeout=SLOW)
             assert state.seq == 6 and state == conversation_state(store, "f")
+
+
+@pytest.mark.parametrize("backend_name", [b for b in BACKENDS if b != "memory"])
+def test_another_store_object_forking_the_stream_ends_the_wait(
+    make_url: Callable[[], str],
+) -> None:
+    """File stores only: the fork comes from a second store object (as from another process)."""
+    url = make_url()
+    with el.open(url) as store, el.open(url) as writer:
+        writer.append("p", text_events(4))
+        with runner(store).follow("f") as follower:
+            timer = later(0.1, lambda: fork(writer, "p", "f", at=2))
+            started = time.monotonic()
+            state = follower.poll(timeout=SLOW)
+            timer.join()
+            assert time.monotonic() - started < QUICK
+            assert state.seq == 2 and state == conversation_state(store, "p", at=2)
 
 
 @pytest.mark.parametrize("backend_name", [b for b in BACKENDS if b != "memory"])

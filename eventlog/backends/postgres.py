@@ -323,6 +323,7 @@ class PostgresBackend(PackedBackend):
             if cur.execute(sql.has_events, (fork.stream,)).fetchone():
                 raise Conflict("fork", f"{fork.stream!r} has events")
             cur.execute(sql.insert_fork, (fork.stream, fork.parent, fork.at_seq, fork.ts))
+            cur.execute(sql.notify)  # wakes other processes' followers waiting for the stream
 
         self._write(work, True)
 

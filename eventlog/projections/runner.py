@@ -314,8 +314,8 @@ class Follower(Generic[S]):
         """Fold events committed since the last call (waiting up to `timeout` for some).
 
         Commits to other streams do not end the wait. StoreClosedError once it has ended.
-        While the stream does not exist, it waits for its first events; a fork created meanwhile
-        (no events of its own yet) is seen when the call returns.
+        While the stream does not exist, it waits for its first events, or for a fork creating
+        it: the call then returns the state at the fork point.
         """
         mine = self._mine(check_timeout(timeout))
         if self.seq == 0:  # not there at the last look: take it whole, with any snapshots
@@ -344,14 +344,26 @@ class Follower(Generic[S]):
         self.seq = end
 
     def _mine(self, timeout: float) -> list[RecordedEvent]:
-        """New events of this stream, polling until some come or `timeout` seconds pass."""
+        """New events of this stream, polling until some come or `timeout` seconds pass.
+
+        While the stream is missing, a fork creating it ends the wait too: it commits no event,
+        so the wait is on the store's commits (a fork counts as one), looking for the stream.
+        """
         deadline = time.monotonic() + timeout
+        store = self.runner.store
         while True:
             left = max(0.0, deadline - time.monotonic())
-            events = self._sub.poll(left)
+            missing = self.seq == 0
+            seen = store.commit_count
+            events = self._sub.poll(0.0 if missing else left)
             mine = [e for e in events if e.stream == self.stream and e.seq > self.seq]
-            if mine or left == 0.0:
+            if mine or left == 0.0 or (missing and store.exists(self.stream)):
                 return mine
+            if missing:
+                store.wait_for_commit(seen, min(left, store.poll_interval), self._ended)
+
+    def _ended(self) -> bool:
+        return self._sub.closed
 
     def _apply(self, events: Iterable[RecordedEvent], end: int) -> None:
         runner = self.runner

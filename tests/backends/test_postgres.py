@@ -19,6 +19,7 @@ import eventlog as el
 from eventlog.backends.base import Conflict
 from eventlog.backends.envelope import pack_record, unpack_record
 from eventlog.errors import BackendUnavailableError, CorruptionError, SchemaVersionError
+from eventlog.projections import ConversationProjection, Runner
 from tests.contract import (
     DurableContract,
     FreshURL,
@@ -248,6 +249,32 @@ def test_listen_notify_wakes_a_subscriber_before_its_poll_interval(
             proc.wait(30)
         assert texts_of(got) == ["late"]
         assert waited < 20  # woken by NOTIFY; polling would have waited 30 s
+
+
+def test_a_fork_from_another_process_wakes_a_follower_waiting_for_the_stream(
+    fresh_schema: Schemas,
+) -> None:
+    """A fork commits no event; its NOTIFY still ends the wait, though the interval is 60 s."""
+    url = url_for(fresh_schema())
+    with el.open(url, poll_interval=60) as store:
+        store.append("p", text_events(3))
+        runner = Runner(store, ConversationProjection(), snapshot_every=None)
+        with runner.follow("f") as follower:
+            script = (
+                "import sys, time, eventlog as el\n"
+                "time.sleep(1.0)\n"
+                "with el.open(sys.argv[1]) as s: s.fork('p', 'f', at_seq=2)\n"
+            )
+            proc = subprocess.Popen([sys.executable, "-c", script, url], cwd=Path.cwd())
+            try:
+                started = time.monotonic()
+                state = follower.poll(timeout=30)
+                waited = time.monotonic() - started
+            finally:
+                proc.wait(30)
+            assert proc.returncode == 0
+            assert state.seq == 2 and state == runner.state("p", 2)
+            assert waited < 20  # woken by NOTIFY; polling would have waited 30 s
 
 
 def test_a_broken_writer_connection_is_replaced(fresh_schema: Schemas) -> None:
