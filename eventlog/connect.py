@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 from urllib.parse import parse_qsl, urlsplit
 
 from eventlog.aio import AsyncStore
 from eventlog.backends.base import Backend, Durability
 from eventlog.codec import Codec
-from eventlog.compression import Compression
+from eventlog.compression import Compression, Mode
 from eventlog.errors import BackendUnavailableError, UsageError
 from eventlog.store import Store, check_poll_interval
 
@@ -29,14 +29,53 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 """URL scheme -> (backend class, extra to install)."""
 
-_STORE_OPTIONS = {
-    "durability",
-    "max_event_bytes",
-    "poll_interval",
-    "compression",
-    "compress_min_bytes",
-    "zstd_level",
-}
+
+class StoreOptions(TypedDict, total=False):
+    """The store's own options, the same with every backend (a key left out: its default)."""
+
+    durability: Durability | Literal["fsync", "batch", "none"]
+    """How far a commit is pushed to disk before `append` returns (default fsync)."""
+    max_event_bytes: int | None
+    """Largest encoded payload of one event, in bytes, at least 1 (None: 16 MiB)."""
+    poll_interval: float
+    """Seconds between looks for other processes' commits while subscribed, > 0 (default 0.05)."""
+    compression: Mode
+    """`zstd` compresses new payloads, `none` stores them plain (default); both read every kind."""
+    compress_min_bytes: int | None
+    """Shortest payload compressed without a dictionary, >= 0 (None: 512; 0: every payload)."""
+    zstd_level: int | None
+    """zstd compression level, -7 (fastest) to 22 (None: 3)."""
+
+
+class OpenOptions(StoreOptions, total=False):
+    """The keyword options of `open` and `open_async`: store options, then backend options.
+
+    Each is also a query parameter of the URL, where its value is text (`?search=on`); a keyword
+    overrides the query. A backend option is for the backends named: any other backend refuses
+    it with UsageError, as it does a name it does not know.
+    """
+
+    search: bool | Literal["on", "off", "true", "false", "yes", "no", "1", "0"]
+    """sqlite: on creates the store with a full-text index (only when the store is created)."""
+    busy_timeout: float
+    """sqlite: seconds, >= 0, a write waits for another process's write lock (default 10)."""
+    check: Literal["none", "quick"]
+    """sqlite: `quick` runs `PRAGMA quick_check` on open (reads the whole file; default none)."""
+    lock_timeout: float
+    """jsonl, lmdb, postgresql: seconds, >= 0, a write waits for another's lock (default 10)."""
+    map_size: int
+    """lmdb: initial size of the memory map in bytes, 1 to 2**62 (default 256 MiB; it grows)."""
+    max_readers: int
+    """lmdb: read transactions open at once, all processes together, 1 to 2**31 - 1 (256)."""
+    schema: str
+    """postgresql: the schema holding the store, a lowercase identifier (default eventlog)."""
+    pool_size: int
+    """postgresql: most connections the store's readers hold at once, 1 to 1000 (default 8)."""
+    connect_timeout: float
+    """postgresql: seconds, >= 0, to wait for the server when connecting (default 10)."""
+
+
+_STORE_OPTIONS = StoreOptions.__optional_keys__
 _TEXT_OPTIONS = {"durability", "compression"}
 _INT_OPTIONS = {"max_event_bytes", "compress_min_bytes", "zstd_level"}
 
@@ -114,13 +153,21 @@ def _option_value(url: str, key: str, value: str) -> Any:
     return number
 
 
-def open(url: str = "memory://", **options: Any) -> Store:
-    """Open (creating if needed) the store at `url`; keyword options override the query."""
+def open(url: str = "memory://", **options: Unpack[OpenOptions]) -> Store:
+    """Open (creating if needed) the store at `url`; keyword options override the query.
+
+    Options (`OpenOptions` says what each does): store options `durability`, `max_event_bytes`,
+    `poll_interval`, `compression`, `compress_min_bytes`, `zstd_level`; backend options
+    `search`, `busy_timeout`, `check` (sqlite), `lock_timeout` (jsonl, lmdb, postgresql),
+    `map_size`, `max_readers` (lmdb), `schema`, `pool_size`, `connect_timeout` (postgresql).
+    An unknown name or a bad value is a UsageError, raised before anything is created.
+    """
     scheme, path, backend_opts, store_opts = _split(url)
-    for key in list(options):
+    given: dict[str, Any] = dict(options)  # checked at run time too: not every caller is typed
+    for key in list(given):
         if key in _STORE_OPTIONS:
-            store_opts[key] = options.pop(key)
-    backend_opts.update({k: str(v) for k, v in options.items()})
+            store_opts[key] = given.pop(key)
+    backend_opts.update({k: str(v) for k, v in given.items()})
     cls = _backend_class(scheme)
     _check_store_options(url, cls.format, store_opts)  # before the backend makes any file
     backend: Backend = cls.from_url(url, path, backend_opts)
@@ -211,6 +258,6 @@ def _check_store_options(url: str, fmt: str, opts: dict[str, Any]) -> None:
         raise UsageError(f"bad store option in {url!r}: {exc}") from exc
 
 
-def open_async(url: str = "memory://", **options: Any) -> AsyncStore:
-    """Open a store for asyncio code (see `open`)."""
+def open_async(url: str = "memory://", **options: Unpack[OpenOptions]) -> AsyncStore:
+    """Open a store for asyncio code (the same URL and keyword options as `open`)."""
     return AsyncStore(open(url, **options))

@@ -85,7 +85,7 @@ def append_rate(
     later (SQLite's final WAL checkpoint) are part of the work, as in the raw limits.
     """
     events = [el.Event(data=d) for d in data]
-    with el.open(store_url(backend, path), durability=durability) as store:
+    with el.open(store_url(backend, path), durability=el.Durability(durability)) as store:
         append = store.append
         t0 = time.perf_counter()
         for i in range(0, len(events), batch):
