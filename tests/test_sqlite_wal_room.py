@@ -36,6 +36,22 @@ def test_synced_appends_write_inside_the_room(tmp_path: Path) -> None:
         assert texts_of(store.read("s")) == [f"e{i}-0" for i in range(300)]
 
 
+def test_sessions_sharing_a_wal_do_not_each_add_room(tmp_path: Path) -> None:
+    """A store object that opens a WAL others keep finds the room they made, and uses it."""
+    db = tmp_path / "shared.db"
+    with el.open(f"sqlite:///{db}") as holder:  # keeps the WAL: the last close would remove it
+        holder.append("s", text_events(1))
+        for i in range(12):
+            with el.open(f"sqlite:///{db}", durability="fsync") as writer:
+                writer.append("s", text_events(2, f"w{i}-"))
+                writer.append("s", text_events(2, f"x{i}-"))
+        size = _wal(db).stat().st_size
+        assert len(list(holder.read("s"))) == 1 + 12 * 4
+    # 12 sessions of 2 small commits need well under a mebibyte of frames: at most the room
+    # made once, not one more mebibyte per session.
+    assert size <= 2 * ROOM_BYTES
+
+
 def test_unsynced_commits_make_no_room(tmp_path: Path) -> None:
     db = tmp_path / "b.db"
     with el.open(f"sqlite:///{db}", durability="batch") as store:

@@ -30,10 +30,15 @@ class WalRoom:
 
     def __init__(self, wal_path: str) -> None:
         self.path = wal_path
-        self.due = True
-        """The last synced commit grew the file (or none ran yet): make room before the next."""
-        self._end = 0
-        """The file's size after the last commit or extension seen."""
+        self.due = False
+        """The last synced commit grew the file: make room before the next."""
+        self._end = _size(wal_path)
+        """The file's size after the last commit or extension seen (at first: as found).
+
+        A WAL that another connection keeps may end in room already, ahead of the frames
+        SQLite writes next: room is made only once a commit is seen to grow the file, never
+        just because this connection is new (each one would add a mebibyte while the WAL is
+        shared, as by a reader that keeps it from being reset)."""
         self.extensions = 0
         """Times room was made."""
 
@@ -60,10 +65,15 @@ class WalRoom:
 
     def committed(self) -> None:
         """After a synced commit: room is due if the commit wrote past the end seen."""
-        try:
-            size = os.stat(self.path).st_size
-        except OSError:
-            size = 0
+        size = _size(self.path)
         if size > self._end:
             self.due = True
         self._end = size
+
+
+def _size(path: str) -> int:
+    """The file's size (0 if it does not exist, or cannot be looked at)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
