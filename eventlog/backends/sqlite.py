@@ -6,6 +6,8 @@ reader following positions never skips one. Appends go through a group-commit wr
 `sqlite_writer`); reads take a connection from a small pool of idle ones, which WAL lets run
 beside the writer.
 Full-text search over event text (FTS5) is chosen when a store is created (`?search=on`).
+A WAL-mode file this process cannot write is read without creating `-wal` or `-shm` files
+while none exists (`SQLiteBackend._query_read_only`).
 See docs/backends/sqlite.md for the guarantees.
 """
 
@@ -30,7 +32,17 @@ from eventlog.backends.base import (
     seconds_option,
 )
 from eventlog.backends.envelope import PackedRow, pack_record, unpack_record
-from eventlog.backends.sqlite_schema import FTS_TABLE, TEXT_TABLE, database_path, open_schema
+from eventlog.backends.sqlite_schema import (
+    FTS_TABLE,
+    SNAPSHOT_TRIES,
+    TEXT_TABLE,
+    database_path,
+    file_state,
+    in_wal_mode,
+    open_schema,
+    read_only,
+    snapshot_uri,
+)
 from eventlog.backends.sqlite_writer import GroupWriter
 from eventlog.errors import (
     BackendUnavailableError,
@@ -203,18 +215,43 @@ class SQLiteBackend(PackedBackend):
         self._reads_done = threading.Condition(self._lock)
         self._idle: list[sqlite3.Connection] = []
         """Reader connections no query holds, the most recently used last."""
-        self._writer = GroupWriter(
-            self._connect(), self._translate, self.location, self._connect, f"{self.path}-wal"
-        )
-
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=self.busy_timeout,
+        self._read_only = read_only(self.path)
+        """This process cannot write the file (SQLite opens it read-only)."""
+        self._may_snapshot = self._read_only and in_wal_mode(self.path)
+        """Readers read the file as an immutable snapshot while `file_state` allows it, so as to
+        create no files beside it (`_query_read_only`)."""
+        self._snapshots: dict[sqlite3.Connection, tuple[int, ...]] = {}
+        """Reader connections reading the file as an immutable snapshot -> its state then."""
+        if self._read_only:
+            # Every write fails (SQLITE_READONLY) on any connection; an immutable one fails
+            # without first creating -wal and -shm files to read the file. No room is made
+            # ahead of the WAL: that wrote 1 MiB of zeros into a live writer's -wal (if this
+            # process could open it) before the refused write failed.
+            self._writer = GroupWriter(
+                self._connect(snapshot=True), self._translate, self.location, self._connect
             )
+        else:
+            self._writer = GroupWriter(
+                self._connect(), self._translate, self.location, self._connect, f"{self.path}-wal"
+            )
+
+    def _connect(self, *, snapshot: bool = False) -> sqlite3.Connection:
+        """A connection to the file; `snapshot`: an immutable read-only one (`file_state`)."""
+        try:
+            if snapshot:
+                conn = sqlite3.connect(
+                    snapshot_uri(self.path),
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            else:
+                conn = sqlite3.connect(
+                    self.path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self.busy_timeout,
+                )
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
         return conn
@@ -222,21 +259,30 @@ class SQLiteBackend(PackedBackend):
     def _translate(self, exc: BaseException) -> BaseException:
         return translate_error(exc, self.location)
 
-    def _new_reader(self) -> sqlite3.Connection:
-        conn = self._connect()
+    def _new_reader(self, *, locked: bool = False) -> sqlite3.Connection:
+        """A reader connection: a snapshot of a read-only file if it allows (unless `locked`)."""
+        state = file_state(self.path) if self._may_snapshot and not locked else None
+        conn = self._connect(snapshot=state is not None)
         try:
             conn.execute("PRAGMA query_only=ON")
-            # Reading pages through a memory map saves a copy and a syscall per page.
-            conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+            # Reading pages through a memory map saves a copy and a syscall per page. Not for
+            # a snapshot, which takes no lock: a file another process shrinks under a map
+            # would kill this one with SIGBUS, where a read() just comes up short.
+            if state is None:
+                conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
         except BaseException:
             conn.close()
             raise
+        if state is not None:
+            self._snapshots[conn] = state
         return conn
 
     def _query(
         self, sql: str, params: Sequence[Any] = (), *, search: str | None = None
     ) -> list[Any]:
         """Rows of a read on a pooled reader connection (`search`: the query it runs)."""
+        if self._may_snapshot:
+            return self._query_read_only(sql, params, search)
         conn = self._take_reader()
         try:
             rows: list[Any] = conn.execute(sql, params).fetchall()
@@ -249,19 +295,65 @@ class SQLiteBackend(PackedBackend):
         self._return_reader(conn)
         return rows
 
-    def _take_reader(self) -> sqlite3.Connection:
+    def _query_read_only(self, sql: str, params: Sequence[Any], search: str | None) -> list[Any]:
+        """`_query` on a WAL-mode file this process cannot write, creating no files if it can.
+
+        SQLite's read-only connection to a WAL-mode file creates `-wal` and `-shm` files beside
+        it if they are missing, and cannot remove them. While no `-wal` exists, no connection is
+        open on the file and every commit is in it: readers then read it as an immutable
+        snapshot, which creates nothing and takes no locks (`file_state`). A read through a
+        snapshot counts only if the file's state (identity, size, times; no `-wal` or
+        `-journal`) is the same after it: else another process wrote the file meanwhile, the
+        read (and the snapshot's page cache) may be stale or torn, and it is read again,
+        through SQLite's locks if a `-wal` exists by then, or through a snapshot of the file as
+        it is now. After `SNAPSHOT_TRIES` snapshots the file kept changing under, it is read
+        through SQLite's locks.
+        """
+        for attempt in range(SNAPSHOT_TRIES + 1):
+            conn = self._take_reader(locked=attempt == SNAPSHOT_TRIES)
+            state = self._snapshots.get(conn)
+            try:
+                rows: list[Any] = conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                if state is not None and file_state(self.path) != state:
+                    self._drop_snapshots(conn)
+                    continue
+                self._return_reader(conn)
+                raise translate_error(exc, self.location, search) from exc
+            except BaseException:
+                self._return_reader(conn, keep=False)
+                raise
+            if state is not None and file_state(self.path) != state:
+                self._drop_snapshots(conn)
+                continue
+            self._return_reader(conn)
+            return rows
+        raise AssertionError("unreachable: the last attempt reads through SQLite's locks")
+
+    def _drop_snapshots(self, conn: sqlite3.Connection) -> None:
+        """Close `conn` and the idle snapshots: the file changed since they were taken."""
+        with self._lock:
+            stale = [c for c in self._idle if c in self._snapshots]
+            self._idle = [c for c in self._idle if c not in self._snapshots]
+        for old in stale:
+            self._snapshots.pop(old, None)
+            old.close()
+        self._return_reader(conn, keep=False)
+
+    def _take_reader(self, *, locked: bool = False) -> sqlite3.Connection:
         """An idle reader connection (a new one if none is idle), counted as a query in flight.
 
+        `locked`: a new connection through SQLite's locks (not a snapshot, `_query_read_only`).
         `close` waits for the queries in flight (closing a connection in use crashes).
         """
         with self._lock:
             if self._closed:
                 raise StoreClosedError(f"store {self.location} is closed")
             self._reading += 1
-            if self._idle:
+            if self._idle and not locked:
                 return self._idle.pop()
         try:
-            return self._new_reader()
+            return self._new_reader(locked=locked)
         except BaseException:
             self._return_reader(None)
             raise
@@ -280,6 +372,7 @@ class SQLiteBackend(PackedBackend):
             if self._closed and not self._reading:
                 self._reads_done.notify_all()
         if conn is not None:
+            self._snapshots.pop(conn, None)
             conn.close()
 
     def _write(self, work: Callable[[sqlite3.Connection], Any], durability: Durability) -> Any:
@@ -592,6 +685,7 @@ class SQLiteBackend(PackedBackend):
         self._writer.close()
         for conn in readers:
             conn.close()
+        self._snapshots.clear()
 
     @classmethod
     def exists_at(cls, path: str) -> bool:

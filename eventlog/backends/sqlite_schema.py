@@ -7,6 +7,10 @@ read-only connection first: a file that is corrupt, not an eventlog store, or wr
 eventlog is reported by name and never modified. A transaction a crash left in a rollback journal
 is rolled back first, and a store in another journal mode (a `VACUUM INTO` copy, say) is put in
 WAL mode.
+
+A WAL-mode store this process cannot write, with no `-wal` beside it, is read as an immutable
+snapshot (`file_state`): SQLite's ordinary connections would create `-wal` and `-shm` files to
+read it and could not remove them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ APPLICATION_ID = 0x45564C47
 SQLITE_HEADER = b"SQLite format 3\x00"
 _WAL_VERSIONS = slice(18, 20)
 """Header bytes holding the file format's write and read versions: 2 and 2 in WAL mode."""
+SNAPSHOT_TRIES = 4
+"""Reads of a read-only store as a snapshot before one through SQLite's locks (see
+`file_state`), while another process keeps changing the file under them."""
 
 VERSION_TABLE = "eventlog_schema"
 REQUIRED_TABLES = ("events", "forks", "blobs", "snapshots", VERSION_TABLE)
@@ -246,6 +253,11 @@ def open_schema(path: Path, *, search: bool | None, check: bool) -> bool:
             "(export the events into a new store to change it)"
         )
     if version < SCHEMA_VERSION:
+        if read_only(path):  # the upgrade could not write it; its connection would leave files
+            raise BackendUnavailableError(
+                f"{path}: cannot be upgraded from schema v{version}: the file is read-only; the "
+                "store is unchanged"
+            )
         try:
             migrate(path, version, has_search)
         except sqlite3.Error as exc:  # rolled back: the file is as it was
@@ -417,11 +429,76 @@ def _inspect(path: Path, check: bool) -> tuple[int, bool]:
 
 
 def _inspect_read_only(path: Path, check: bool) -> tuple[int, bool]:
+    """`_inspect_conn` on a read-only connection: a snapshot if the store allows (no files)."""
+    if read_only(path) and in_wal_mode(path):
+        for _ in range(SNAPSHOT_TRIES):
+            state = file_state(path)
+            if state is None:
+                break
+            conn = sqlite3.connect(snapshot_uri(path), uri=True)
+            try:
+                found = _inspect_conn(conn, path, check)
+            except Exception:
+                if file_state(path) == state:  # about the file as it is: not a torn read
+                    raise
+                continue
+            finally:
+                conn.close()
+            if file_state(path) == state:
+                return found
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         return _inspect_conn(conn, path, check)
     finally:
         conn.close()
+
+
+def read_only(path: Path) -> bool:
+    """Whether this process cannot write the file (SQLite then opens it read-only)."""
+    return not os.access(path, os.W_OK)
+
+
+def snapshot_uri(path: Path) -> str:
+    """The URI of an immutable read-only connection: no locks, no `-wal` or `-shm` files."""
+    return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+
+
+def file_state(path: Path) -> tuple[int, ...] | None:
+    """The state of a store that may be read as an immutable snapshot now, else None.
+
+    For a WAL-mode store this process cannot write (`read_only`, `in_wal_mode`). With no `-wal`
+    beside the file, every commit is in the file and no connection is open on it: SQLite's
+    ordinary read-only connection would create `-wal` and `-shm` files to read it, and could
+    not remove them (that needs a write lock on the file). An immutable connection
+    (`snapshot_uri`) reads the file alone, without locks, so it cannot tell when another
+    process writes it: a read through it counts only if the state is the same after it.
+
+    The state is the file's identity, size and change times, taken while neither a `-wal` nor
+    a `-journal` is beside it. A WAL-mode writer creates the `-wal` before it writes anything,
+    a rollback-mode one the `-journal`, and a checkpoint copying commits into the file changes
+    its times. Only stat calls: closing a descriptor of the file would drop the locks this
+    process's other SQLite connections hold on it.
+    """
+    if os.path.lexists(f"{path}-wal") or os.path.lexists(f"{path}-journal"):
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def in_wal_mode(path: Path) -> bool:
+    """Whether the file's header says WAL mode (False if it cannot be read).
+
+    At open time only: closing the descriptor drops the locks of this process's connections.
+    """
+    try:
+        with path.open("rb") as f:
+            header = f.read(_WAL_VERSIONS.stop)
+    except OSError:
+        return False
+    return header[_WAL_VERSIONS] == b"\x02\x02"
 
 
 def refusal(path: Path, exc: sqlite3.Error, doing: str = "cannot be opened") -> Exception:
@@ -479,6 +556,9 @@ def _use_wal(path: Path) -> None:
     except OSError as exc:
         raise BackendUnavailableError(f"{path}: cannot be read: {exc}") from exc
     if header[_WAL_VERSIONS] == b"\x02\x02":
+        return
+    if read_only(path):
+        log.info("%s: read-only, left in its journal mode", path)
         return
     doing = "is not in WAL mode and could not be put in it now"
     try:
