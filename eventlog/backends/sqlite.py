@@ -215,43 +215,34 @@ class SQLiteBackend(PackedBackend):
         self._reads_done = threading.Condition(self._lock)
         self._idle: list[sqlite3.Connection] = []
         """Reader connections no query holds, the most recently used last."""
-        self._read_only = read_only(self.path)
-        """This process cannot write the file (SQLite opens it read-only)."""
-        self._may_snapshot = self._read_only and in_wal_mode(self.path)
+        read_only_file = read_only(self.path)  # SQLite opens a file this process cannot write
+        self._may_snapshot = read_only_file and in_wal_mode(self.path)
         """Readers read the file as an immutable snapshot while `file_state` allows it, so as to
         create no files beside it (`_query_read_only`)."""
         self._snapshots: dict[sqlite3.Connection, tuple[int, ...]] = {}
         """Reader connections reading the file as an immutable snapshot -> its state then."""
-        if self._read_only:
-            # Every write fails (SQLITE_READONLY) on any connection; an immutable one fails
-            # without first creating -wal and -shm files to read the file. No room is made
-            # ahead of the WAL: that wrote 1 MiB of zeros into a live writer's -wal (if this
-            # process could open it) before the refused write failed.
-            self._writer = GroupWriter(
-                self._connect(snapshot=True), self._translate, self.location, self._connect
-            )
-        else:
-            self._writer = GroupWriter(
-                self._connect(), self._translate, self.location, self._connect, f"{self.path}-wal"
-            )
+        # A read-only file: every write fails (SQLITE_READONLY) on any connection, and an
+        # immutable one fails without first creating -wal and -shm files to read the file. No
+        # room is made ahead of the WAL: that wrote 1 MiB of zeros into a live writer's -wal
+        # (if this process could open it) before the refused write failed.
+        self._writer = GroupWriter(
+            self._connect(snapshot=read_only_file),
+            self._translate,
+            self.location,
+            self._connect,
+            None if read_only_file else f"{self.path}-wal",
+        )
 
     def _connect(self, *, snapshot: bool = False) -> sqlite3.Connection:
         """A connection to the file; `snapshot`: an immutable read-only one (`file_state`)."""
         try:
-            if snapshot:
-                conn = sqlite3.connect(
-                    snapshot_uri(self.path),
-                    uri=True,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            else:
-                conn = sqlite3.connect(
-                    self.path,
-                    isolation_level=None,
-                    check_same_thread=False,
-                    timeout=self.busy_timeout,
-                )
+            conn = sqlite3.connect(
+                snapshot_uri(self.path) if snapshot else self.path,
+                uri=snapshot,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.busy_timeout,
+            )
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
         return conn

@@ -494,11 +494,15 @@ def in_wal_mode(path: Path) -> bool:
     At open time only: closing the descriptor drops the locks of this process's connections.
     """
     try:
-        with path.open("rb") as f:
-            header = f.read(_WAL_VERSIONS.stop)
+        return _header_says_wal(path)
     except OSError:
         return False
-    return header[_WAL_VERSIONS] == b"\x02\x02"
+
+
+def _header_says_wal(path: Path) -> bool:
+    """Whether the file's header says WAL mode; OSError if it cannot be read."""
+    with path.open("rb") as f:
+        return f.read(_WAL_VERSIONS.stop)[_WAL_VERSIONS] == b"\x02\x02"
 
 
 def refusal(path: Path, exc: sqlite3.Error, doing: str = "cannot be opened") -> Exception:
@@ -551,12 +555,10 @@ def _use_wal(path: Path) -> None:
     cannot roll back, and synchronous=NORMAL would not be safe against power loss.
     """
     try:
-        with path.open("rb") as f:
-            header = f.read(_WAL_VERSIONS.stop)
+        if _header_says_wal(path):
+            return
     except OSError as exc:
         raise BackendUnavailableError(f"{path}: cannot be read: {exc}") from exc
-    if header[_WAL_VERSIONS] == b"\x02\x02":
-        return
     if read_only(path):
         log.info("%s: read-only, left in its journal mode", path)
         return
