@@ -6,6 +6,7 @@ from eventlog.connect import open, open_async, store_exists
 from eventlog.errors import (
     BackendUnavailableError,
     ConcurrencyError,
+    ContextOverflowError,
     ConversationError,
     CorruptionError,
     DuplicateEventError,
@@ -65,6 +66,7 @@ __all__ = [
     "Checkpoint",
     "Compaction",
     "ConcurrencyError",
+    "ContextOverflowError",
     "ConversationError",
     "CorruptionError",
     "Custom",

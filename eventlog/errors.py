@@ -5,7 +5,10 @@ Every message names what it is about: the stream, the seq, the field, the file a
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from eventlog.projections.overflow import ContextOverflow
 
 
 class EventlogError(Exception):
@@ -137,6 +140,16 @@ class WindowTooSmallError(EventlogError):
         self.budget = budget
         self.shortfall = needed - budget
         """Tokens missing: `needed - budget`."""
+        super().__init__(message)
+
+
+class ContextOverflowError(EventlogError):
+    """A provider kept answering that the request is too long, after compacting and retrying."""
+
+    def __init__(self, message: str, *, overflow: ContextOverflow, attempts: int):
+        self.overflow = overflow
+        """The last `ContextOverflow` the provider reported (its words and counts)."""
+        self.attempts = attempts
         super().__init__(message)
 
 

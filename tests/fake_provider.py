@@ -10,7 +10,7 @@ the `fake_provider` fixture function (register it in a test module with
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,6 +57,8 @@ class FakeProvider:
 
     requests: list[Recorded] = field(default_factory=list)
     replies: dict[str, Reply] = field(default_factory=dict)
+    handlers: dict[str, Callable[[Recorded], Reply]] = field(default_factory=dict)
+    """Per path: a function of the request that makes the answer (instead of a canned reply)."""
     clients: list[Any] = field(default_factory=list)
     """SDK clients made for this fake; closed with it (no unclosed sockets)."""
     _server: ThreadingHTTPServer | None = None
@@ -74,6 +76,10 @@ class FakeProvider:
     ) -> None:
         """Set the canned answer for a path: `json` for plain requests, `sse` for streams."""
         self.replies[path] = Reply(json=json, sse=sse, status=status)
+
+    def respond(self, path: str, handler: Callable[[Recorded], Reply]) -> None:
+        """Answer requests on a path with `handler(request)` (e.g. an error for a long one)."""
+        self.handlers[path] = handler
 
     def start(self) -> FakeProvider:
         """Listen on a free port in a daemon thread."""
@@ -94,12 +100,13 @@ class FakeProvider:
                         "POST", path, {k.lower(): v for k, v in self.headers.items()}, raw, body
                     )
                 )
-                reply = fake.replies.get(path)
+                handler = fake.handlers.get(path)
+                reply = handler(fake.requests[-1]) if handler else fake.replies.get(path)
                 if reply is None:
                     self._send(
                         404, "application/json", b'{"error": {"message": "no canned reply"}}'
                     )
-                elif isinstance(body, dict) and body.get("stream"):
+                elif isinstance(body, dict) and body.get("stream") and reply.status == 200:
                     assert reply.sse is not None, f"no canned SSE for {path}"
                     self._send(reply.status, "text/event-stream", reply.sse.encode())
                 else:

@@ -3,6 +3,7 @@
 import eventlog.cli.state_cmds  # noqa: F401 - registers commands
 from eventlog.cli import (  # noqa: F401 - registers commands
     bench_cmds,
+    compact_cmds,
     copy_cmds,
     core_cmds,
     provider_cmds,

@@ -1,7 +1,21 @@
 """Projections: state, context windows and provider payloads folded from events."""
 
 from eventlog.projections.base import EventSource, Projection
+from eventlog.projections.compaction import (
+    CompactionPlan,
+    CompactionPolicy,
+    CompactionResult,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryRequest,
+    compact,
+    compact_and_retry,
+    compact_and_retry_async,
+    compact_async,
+    plan_compaction,
+)
 from eventlog.projections.forks import checkpoint_seq, fork
+from eventlog.projections.overflow import ContextOverflow, context_overflow
 from eventlog.projections.persistent import Log
 from eventlog.projections.runner import (
     Follower,
@@ -33,10 +47,15 @@ __all__ = [
     "ActiveSkill",
     "CheckpointEntry",
     "CompactionEntry",
+    "CompactionPlan",
+    "CompactionPolicy",
+    "CompactionResult",
+    "ContextOverflow",
     "ConversationProjection",
     "ConversationState",
     "Entry",
     "EventSource",
+    "ExtractiveSummarizer",
     "Follower",
     "InputEntry",
     "Log",
@@ -48,12 +67,20 @@ __all__ = [
     "Runner",
     "SnapshotWarning",
     "StoreSource",
+    "Summarizer",
+    "SummaryRequest",
     "SystemInstruction",
     "ToolResultsEntry",
     "Toolset",
     "UsageTotal",
     "WidgetState",
     "checkpoint_seq",
+    "compact",
+    "compact_and_retry",
+    "compact_and_retry_async",
+    "compact_async",
+    "context_overflow",
     "conversation_state",
     "fork",
+    "plan_compaction",
 ]
