@@ -6,6 +6,7 @@ from eventlog.cli import (  # noqa: F401 - registers commands
     compact_cmds,
     copy_cmds,
     core_cmds,
+    create_cmds,
     provider_cmds,
     render_cmds,
     window_cmds,
