@@ -118,3 +118,13 @@ def test_no_store_is_created(tmp_path: Path) -> None:
     code, out, err = run(url, "compact", "conv")
     assert code != 0 and "no store at" in err
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_dry_run_shows_the_summary_that_is_then_written(url: str) -> None:
+    code, out, err = run(url, "compact", "conv", "--dry-run", "--json")
+    assert code == 0, err
+    shown = orjson.loads(out)["summary"]
+    code, out, err = run(url, "compact", "conv")
+    assert code == 0, err
+    written = _events(url)[-1].data
+    assert isinstance(written, el.Compaction) and written.summary == shown

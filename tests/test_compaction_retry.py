@@ -154,7 +154,7 @@ def _sdk_error(fake: FakeProvider, path: str, status: int, body: Any) -> Excepti
                     "code": "context_length_exceeded",
                 }
             },
-            4222,
+            1222,  # the messages' part; the completion's 3000 is `reply_tokens`
             4097,
         ),
         (
@@ -271,7 +271,7 @@ def test_raw_bodies_and_texts() -> None:
     )
     assert both is not None
     assert (both.tokens, both.reply_tokens, both.limit) == (199000, 8000, 200000)
-    assert both.scale() == pytest.approx(200000 / 207000)
+    assert both.scale() == pytest.approx((200000 - 8000) / 199000)  # the reply keeps its room
     assert context_overflow(anthropic_overflow(5, 4)["error"]) is not None
     assert context_overflow("connection reset by peer") is None
     assert context_overflow({"error": {"message": "model not found"}}) is None
@@ -414,3 +414,87 @@ def test_compact_and_retry_async(fake_provider: FakeProvider) -> None:
 
     asyncio.run(main())
     assert len(fake_provider.requests) == 2
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+def test_the_shrink_leaves_the_reply_its_room(fake_provider: FakeProvider, path: str) -> None:
+    """The provider counts like the window and needs REPLY of LIMIT tokens for the reply."""
+    limit, reply = 2000, 1600
+
+    def body(prompt: int) -> Any:
+        if path == "/v1/messages":
+            message = (
+                "input length and `max_tokens` exceed context limit: "
+                f"{prompt} + {reply} > {limit}, decrease input length or `max_tokens`"
+            )
+            return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt + reply} tokens ({prompt} in the messages, {reply} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        error = {
+            "message": message,
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+        return {"error": error}
+
+    sizes: list[int] = []
+
+    def call(window: Window) -> Any:
+        assert window.report is not None
+        prompt = window.report.tokens
+        sizes.append(prompt)
+        if prompt + reply > limit:
+            fake_provider.reply(path, status=400, json=body(prompt))
+        else:
+            fake_provider.reply(path, json=MESSAGES_REPLY if path == "/v1/messages" else CHAT_REPLY)
+        if path == "/v1/messages":
+            return anthropic_client(fake_provider).messages.create(
+                model="claude-x", max_tokens=reply, messages=[{"role": "user", "content": "hi"}]
+            )
+        return openai_client(fake_provider).chat.completions.create(
+            model="gpt-x", messages=[{"role": "user", "content": "hi"}]
+        )
+
+    with el.open("memory://") as store:
+        _history(store, "c", 20, words=8)
+        compact_and_retry(  # keep_last=100: nothing to compact, so the budget must shrink
+            store, "c", call, budget=100_000, policy=CompactionPolicy(keep_last=100)
+        )
+    assert len(sizes) == 2 and sizes[1] + reply <= limit < sizes[0] + reply, sizes
+
+
+def test_a_window_that_cannot_shrink_enough_gives_up_with_the_providers_error(
+    fake_provider: FakeProvider,
+) -> None:
+    fake_provider.respond("/v1/messages", limited(5, MESSAGES_REPLY, anthropic_overflow))
+    client = anthropic_client(fake_provider)
+    with el.open("memory://") as store:
+        _history(store, "c", 2)
+        with pytest.raises(ContextOverflowError, match="cannot shrink") as info:
+            compact_and_retry(
+                store, "c", _call_anthropic(client), budget=100_000, max_attempts=5,
+                policy=CompactionPolicy(keep_last=2),
+            )  # fmt: skip
+        assert isinstance(info.value.__cause__, anthropic.BadRequestError)
+        assert "WindowTooSmallError" not in type(info.value).__name__
+
+
+def test_an_overflow_raised_from_another_error_is_recognised() -> None:
+    try:
+        try:
+            raise ValueError("prompt is too long: 5 tokens > 4 maximum")
+        except ValueError as inner:
+            raise RuntimeError("the model call failed") from inner
+    except RuntimeError as outer:
+        found = context_overflow(outer)
+    assert found is not None and (found.tokens, found.limit) == (5, 4)
+    try:
+        try:
+            raise ValueError("prompt is too long: 5 tokens > 4 maximum")
+        except ValueError:
+            raise RuntimeError("while handling it") from None
+    except RuntimeError as suppressed:
+        assert context_overflow(suppressed) is None  # `from None`: the chain was cut on purpose

@@ -13,6 +13,7 @@ from eventlog.errors import UsageError, ValidationError, WindowTooSmallError
 from eventlog.events import (
     Checkpoint,
     Compaction,
+    Custom,
     EventData,
     Invocation,
     ModelInput,
@@ -316,6 +317,26 @@ def test_an_instruction_followed_directly_by_another_is_left_out() -> None:
     assert w.report.tokens == window_tokens(w, EST)
     for provider in PROVIDERS:
         assert "never" not in json.dumps(render(w, provider, model="m")).lower()
+
+
+def test_a_compaction_between_two_instructions_separates_them_only_if_shown_there() -> None:
+    """A compaction's summary sits where its range starts (review of compaction, finding 2)."""
+    events = history(2)  # seqs 1..5: instruction, input, output, input, output
+    n = len(events)
+    draft = SystemInstructionSet(text="Draft, never in force.")
+    final = SystemInstructionSet(text="Answer in French.")
+    before = Compaction(first_seq=2, last_seq=3, summary="earlier")  # sits at 2: before the draft
+    after = Compaction(first_seq=n + 2, last_seq=n + 2, summary="the note")  # sits after it
+    note = Custom(kind="note", data=1)
+    for compaction, draft_fate in ((before, "dropped"), (after, "kept")):
+        w = context_window([*events, draft, note, compaction, final], budget=10**6)
+        assert w.report is not None
+        fates = {e.seq: e.fate for e in w.report.entries}
+        assert fates[n + 1] == draft_fate, compaction
+        assert w.report.tokens == window_tokens(w, EST)
+        builder = WindowBuilder(budget=10**6)  # the incremental form agrees
+        builder.extend([*events, draft, note, compaction, final])
+        assert builder.window() == w
 
 
 def test_calibration_is_used_and_reported() -> None:

@@ -136,8 +136,10 @@ def oracle(events: list[EventData]) -> Oracle:
             if previous:
                 superseded.add(previous)
             previous = seq
-        elif isinstance(data, ModelInput | ModelOutput | ToolResults | Compaction):
+        elif isinstance(data, ModelInput | ModelOutput | ToolResults):
             previous = 0
+        elif isinstance(data, Compaction) and min(data.first_seq, seq) > previous:
+            previous = 0  # its summary sits after the instruction (else before it)
         if isinstance(data, ModelInput):
             groups[seq] = seq
             last_input = last_io = last_entry = seq

@@ -16,6 +16,8 @@ from eventlog.projections.compaction import (
     SummaryRequest,
     compact,
     plan_compaction,
+    replaced_tokens,
+    summary_room,
 )
 from eventlog.projections.tokens import COUNTER_NAMES, get_counter
 from eventlog.projections.window import context_window
@@ -152,13 +154,14 @@ def compact_cmd(
         emit_json(_result_json(result))
         return
     if result.plan is None or result.event is None:
-        why = (
-            "another writer compacted it first"
-            if result.outcome == "already_compacted"
-            else (
-                f"no input, output or tool result before the newest {keep_last} messages that a "
-                "compaction does not already cover"
-            )
+        why = {
+            "already_compacted": "another writer compacted it first",
+            "not_shorter": f"the summary ({result.summary_tokens} tokens) is no shorter than "
+            f"what it would replace ({result.replaced_tokens} tokens)",
+        }.get(
+            result.outcome,
+            f"no input, output or tool result before the newest {keep_last} messages that a "
+            "compaction does not already cover",
         )
         console.print(f"nothing to compact in {escape(stream)!r}: {why}", highlight=False)
         return
@@ -193,7 +196,7 @@ def _dry_run(
     if plan is None:
         _print(as_json, {"outcome": "nothing_to_compact", "plan": None}, "nothing to compact")
         return
-    request = plan.request(policy.max_summary_tokens)
+    request = plan.request(summary_room(policy, replaced_tokens(plan, counter)))
     summary = given if given is not None else ExtractiveSummarizer(counter)(request)
     if as_json:
         emit_json({"outcome": "dry_run", "plan": _plan_json(plan), "summary": summary})

@@ -28,6 +28,7 @@ from eventlog.errors import (
     EventlogError,
     UsageError,
     ValidationError,
+    WindowTooSmallError,
 )
 from eventlog.events import (
     Compaction,
@@ -35,6 +36,7 @@ from eventlog.events import (
     ModelInput,
     ModelOutput,
     RecordedEvent,
+    SystemInstructionSet,
     ToolResults,
 )
 from eventlog.projections.overflow import ContextOverflow, context_overflow
@@ -78,13 +80,23 @@ class CompactionPolicy(msgspec.Struct, frozen=True, kw_only=True):
             )
 
     def due(self, window: Window) -> bool:
-        """Whether `window` shows the conversation outgrowing its budget: time to compact."""
+        """Whether `window` shows the conversation outgrowing its budget: time to compact.
+
+        That is when it uses more than `trigger` of its budget, or downgraded or dropped
+        anything to fit (not counting what `sliding_window` leaves out by its turn count, nor
+        an instruction that never took effect).
+        """
         report = window.report
         if report is None:
             raise UsageError("CompactionPolicy.due needs a window with its report")
-        if report.dropped or report.downgraded:
+        if report.tokens > self.trigger * report.budget or report.downgraded:
             return True
-        return report.tokens > self.trigger * report.budget
+        if report.strategy == "sliding_window":  # it drops older turns by design, not to fit
+            return False
+        if not report.complete:  # (an instruction that never took effect counts here too)
+            return report.dropped > 0
+        # an instruction that never took effect is dropped whatever the budget: not a sign
+        return any(e.fate == "dropped" and e.kind != "system_instruction" for e in report.entries)
 
 
 class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,7 +139,8 @@ class ExtractiveSummarizer:
     It writes one line per user input, assistant reply, tool call and tool result of the range,
     with the lines of earlier summaries where their ranges start, each line clipped to the same
     width: the widest that fits `max_tokens` by the counter. If even 16 characters a line do
-    not fit, the oldest lines go (the summary says how many).
+    not fit, the oldest lines go (the summary says how many); if not even the heading fits,
+    the summary is one line saying how many lines were left out.
     """
 
     name = "extractive-v1"
@@ -165,7 +178,9 @@ class ExtractiveSummarizer:
         while lo < hi:  # the fewest oldest lines to leave out
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if count(text(without(mid))) <= limit else (mid + 1, hi)
-        return text(without(lo))
+        if count(text(without(lo))) <= limit:
+            return text(without(lo))
+        return f"(seqs {request.first_seq}-{request.last_seq}: {len(lines)} lines left out)"
 
 
 def _clip(text: str, width: int | None) -> str:
@@ -203,21 +218,30 @@ def _lines(request: SummaryRequest, width: int | None, *, carry: bool = False) -
                     f"{_clip(item.summary, width)}"
                 )
             continue
-        data = item.data
-        if isinstance(data, ModelInput):
-            extra = f" [{len(data.attachments)} attachment(s)]" if data.attachments else ""
-            out.append(f"User: {_clip(data.text, width)}{extra}")
-        elif isinstance(data, ModelOutput):
-            if data.text:
-                out.append(f"Assistant: {_clip(data.text, width)}")
-            for call in data.tool_calls:
-                out.append(f"Assistant called {call.name}: {_clip(call.raw_arguments, width)}")
-        elif isinstance(data, ToolResults):
-            for r in data.results:
-                out.append(f"Tool {r.tool_name} ({r.status}): {_clip(r.content, width)}")
-            if data.execute_error:
-                out.append(f"Tool execution failed: {_clip(data.execute_error, width)}")
+        out.extend(_event_lines(item.data, width))
     return out
+
+
+def _event_lines(data: object, width: int | None) -> list[str]:
+    """The lines of one event: what the user, the assistant and the tools said."""
+    if isinstance(data, ModelInput):
+        extra = f" [{len(data.attachments)} attachment(s)]" if data.attachments else ""
+        return [f"User: {_clip(data.text, width)}{extra}"]
+    if isinstance(data, ModelOutput):
+        out = [f"Assistant: {_clip(data.text, width)}"] if data.text else []
+        out.extend(
+            f"Assistant called {call.name}: {_clip(call.raw_arguments, width)}"
+            for call in data.tool_calls
+        )
+        return out
+    if isinstance(data, ToolResults):
+        out = [f"Tool {r.tool_name} ({r.status}): {_clip(r.content, width)}" for r in data.results]
+        if data.execute_error:
+            out.append(f"Tool execution failed: {_clip(data.execute_error, width)}")
+        return out
+    if isinstance(data, SystemInstructionSet):
+        return [f"Instructions set: {_clip(data.text, width)}"]
+    return []
 
 
 def summarizer_name(summarizer: object) -> str:
@@ -275,10 +299,11 @@ def plan_compaction(
     """The compaction due for a stream's events (all of them, in seq order), or None.
 
     The range ends right before the `keep_last`-th newest message (input or output), or
-    before the output whose tool results that message would separate from it; it starts at
-    the first event it summarizes. None when that cut falls inside an earlier compaction's
-    range, or when the range holds no input, output or tool result that an earlier compaction
-    does not already cover: a range is never summarized from its events twice.
+    before the output whose tool results that message would separate from it (results
+    already given, or still to come for calls not yet answered); it starts at the first event
+    it summarizes. None when that cut falls inside an earlier compaction's range, or when the
+    range holds no input, output or tool result that an earlier compaction does not already
+    cover: a range is never summarized from its events twice.
     """
     if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
         raise ValidationError(f"must be >= 0, got {keep_last!r}", field="keep_last")
@@ -292,18 +317,16 @@ def plan_compaction(
         return None
     else:
         cut = starts[-keep_last]
-    ranges = [
-        (e.seq, e.data.first_seq, min(e.data.last_seq, e.seq - 1), e)
-        for e in events
-        if isinstance(e.data, Compaction)
-    ]
-    unit = _unit_starts(events)
-    # never split an output from its results: keep the whole exchange
+    ranges = [_Range(e) for e in events if isinstance(e.data, Compaction)]
+    unit, waiting = _unit_starts(events)
+    # never split an output from its results, given or still to come: keep the whole exchange
     cut = min([cut, *(start for seq, start in unit.items() if seq >= cut and start < cut)])
-    if any(first < cut <= last for _, first, last, _ in ranges):
+    if waiting:
+        cut = min(cut, waiting)
+    if any(r.first < cut <= r.last for r in ranges):
         return None  # a cut through an earlier range: it already covers what is before the cut
-    inside = [r for r in ranges if r[2] < cut]
-    spans = _merged([(first, last) for _, first, last, _ in inside])
+    inside = [r for r in ranges if r.slot < cut and r.last < cut]
+    spans = _merged([(r.first, r.last) for r in inside if r.first <= r.last])
     span_starts = [first for first, _ in spans]
 
     def covered(seq: int) -> bool:
@@ -319,21 +342,43 @@ def plan_compaction(
     )
     if not any(isinstance(e.data, _ENTRY_TYPES) for e in raw):
         return None
-    previous = tuple(
-        r[3]
-        for r in inside
-        if not any(o[0] > r[0] and o[1] <= r[1] and r[2] <= o[2] for o in inside)
-    )
-    previous = tuple(sorted(previous, key=lambda e: _range(e)[0]))
-    first = min([raw[0].seq, *(_range(e)[0] for e in previous)])
+    # the ones a window shows now (no later one supersedes them), oldest range first
+    shown = sorted((r for r in inside if not any(o.supersedes(r) for o in inside)), key=_slot)
+    first = min([raw[0].seq, *(r.slot for r in shown)])
     return CompactionPlan(
         stream=stream or events[-1].stream,
         at=head,
         first_seq=first,
         last_seq=cut - 1,
-        previous=previous,
+        previous=tuple(r.event for r in shown),
         events=raw,
     )
+
+
+class _Range:
+    """A compaction event as a window places it: its slot, and its range capped before it."""
+
+    __slots__ = ("event", "first", "last", "seq", "slot")
+
+    def __init__(self, event: RecordedEvent) -> None:
+        data = event.data
+        assert isinstance(data, Compaction)
+        self.event, self.seq, self.first = event, event.seq, data.first_seq
+        self.last = min(data.last_seq, event.seq - 1)
+        self.slot = min(data.first_seq, event.seq)
+        """Where its summary sits (docs/windows.md): where its range starts."""
+
+    def supersedes(self, other: _Range) -> bool:
+        """Whether this later compaction hides `other` in windows (as `WindowBuilder` does)."""
+        return (
+            self.seq > other.seq
+            and self.first <= other.slot <= self.last
+            and other.last <= self.last
+        )
+
+
+def _slot(r: _Range) -> int:
+    return r.slot
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -347,18 +392,16 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _range(event: RecordedEvent) -> tuple[int, int]:
-    data = event.data
-    assert isinstance(data, Compaction)
-    return data.first_seq, min(data.last_seq, event.seq - 1)
+def _unit_starts(events: Sequence[RecordedEvent]) -> tuple[dict[int, int], int]:
+    """Which output each tool-results event answers, and which output still waits for results.
 
-
-def _unit_starts(events: Sequence[RecordedEvent]) -> dict[int, int]:
-    """Seq of each tool-results event -> seq of the output whose calls it answers.
+    The map is tool-results seq -> output seq; the second value the seq of the latest output
+    if some of its calls are not answered yet (0 if none).
 
     A window keeps an output and its results together (results pair with the latest output's
     calls not yet answered, even after an input) and covers them by where the output starts
-    (docs/windows.md, "Units"); the plan pairs them the same way.
+    (docs/windows.md, "Units"); the plan pairs them the same way, and keeps an output whose
+    results are still to come out of the range, or they would arrive hidden and unsummarized.
     """
     out: dict[int, int] = {}
     open_seq, ids, answered = 0, frozenset[str](), set[str]()
@@ -376,18 +419,20 @@ def _unit_starts(events: Sequence[RecordedEvent]) -> dict[int, int]:
                 answered.update(matched)
                 if len(answered) == len(ids):
                     open_seq = 0
-    return out
+    return out, open_seq
 
 
 # -- compacting ------------------------------------------------------------------------------
 
-Outcome = Literal["compacted", "nothing_to_compact", "already_compacted"]
+Outcome = Literal["compacted", "nothing_to_compact", "already_compacted", "not_shorter"]
 
 
 class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
     """What `compact` did."""
 
     outcome: Outcome
+    """`compacted`; `nothing_to_compact`; `already_compacted` (another writer did, meanwhile);
+    `not_shorter` (the summary was no shorter than what it would replace: nothing written)."""
     plan: CompactionPlan | None = None
     event: RecordedEvent | None = None
     """The appended `Compaction` event (when `outcome` is `compacted`)."""
@@ -402,28 +447,115 @@ class CompactionResult(msgspec.Struct, frozen=True, kw_only=True):
         return self.outcome == "compacted"
 
 
-def _tokens(plan: CompactionPlan, counter: TokenCounter) -> int:
+def replaced_tokens(plan: CompactionPlan, counter: TokenCounter) -> int:
+    """Tokens (Live, by `counter`) a window spends today on what the plan's summary replaces."""
     total = sum(
-        counter.count_event(e.data) for e in plan.events if isinstance(e.data, _ENTRY_TYPES)
+        counter.count_event(e.data)
+        for e in plan.events
+        if isinstance(e.data, (*_ENTRY_TYPES, SystemInstructionSet))
     )
     return total + sum(counter.count_event(e.data) for e in plan.previous)
 
 
-def _compaction_event(plan: CompactionPlan, summary: object, name: str) -> Event:
-    if not isinstance(summary, str) or not summary.strip():
-        raise ValidationError(
-            f"a summarizer must return non-empty text, {name} returned {summary!r:.80}",
-            field="summary",
-        )
-    data = Compaction(
-        first_seq=plan.first_seq, last_seq=plan.last_seq, summary=summary, summarizer=name
-    )
-    return Event(data=data, id=plan.event_id)
+def summary_room(policy: CompactionPolicy, replaced: int) -> int:
+    """The summary's length asked for: the policy's, and at most half of what it replaces."""
+    return max(1, min(policy.max_summary_tokens, replaced // 2))
 
 
 def _check_summarizer(summarizer: object) -> None:
     if not callable(summarizer):
         raise UsageError(f"a summarizer must be callable, got {type(summarizer).__name__}")
+
+
+class _Compactor:
+    """One `compact` call's state, shared by the sync and async forms."""
+
+    def __init__(
+        self,
+        summarizer: Summarizer | None,
+        policy: CompactionPolicy | None,
+        counter: TokenCounter | str,
+    ) -> None:
+        self.policy = policy or CompactionPolicy()
+        if summarizer is not None:
+            _check_summarizer(summarizer)
+        self.counter = get_counter(counter) if isinstance(counter, str) else counter
+        self.summarizer = (
+            summarizer if summarizer is not None else ExtractiveSummarizer(self.counter)
+        )
+        self.name = summarizer_name(self.summarizer)
+        self.raced: EventlogError | None = None
+        self._made: tuple[tuple[object, ...], str] | None = None
+        """The last summary made, with what it summarized: reused if a new plan is the same."""
+
+    def plan(self, events: Sequence[RecordedEvent], stream: str) -> CompactionPlan | None:
+        return plan_compaction(events, keep_last=self.policy.keep_last, stream=stream)
+
+    def nothing(self) -> CompactionResult:
+        return CompactionResult(outcome="already_compacted" if self.raced else "nothing_to_compact")
+
+    def made(self, plan: CompactionPlan) -> str | None:
+        """The summary made for an earlier plan of the same range and inputs, if any."""
+        if self._made is not None and self._made[0] == _inputs(plan):
+            return self._made[1]
+        return None
+
+    def ask(self, plan: CompactionPlan) -> tuple[SummaryRequest, int]:
+        replaced = replaced_tokens(plan, self.counter)
+        return plan.request(summary_room(self.policy, replaced)), replaced
+
+    def event(self, plan: CompactionPlan, summary: object) -> Event | CompactionResult:
+        """The compaction event to append, or the result saying why there is none."""
+        if not isinstance(summary, str) or not summary.strip():
+            raise ValidationError(
+                f"a summarizer must return non-empty text, {self.name} returned {summary!r:.80}",
+                field="summary",
+            )
+        self._made = (_inputs(plan), summary)
+        data = Compaction(
+            first_seq=plan.first_seq, last_seq=plan.last_seq, summary=summary, summarizer=self.name
+        )
+        tokens, replaced = self.counter.count_event(data), replaced_tokens(plan, self.counter)
+        if tokens >= replaced:
+            return CompactionResult(
+                outcome="not_shorter", plan=plan, summary_tokens=tokens, replaced_tokens=replaced
+            )
+        return Event(data=data, id=plan.event_id)
+
+    def done(self, plan: CompactionPlan, event: RecordedEvent) -> CompactionResult:
+        data = event.data
+        assert isinstance(data, Compaction)
+        result = CompactionResult(
+            outcome="compacted",
+            plan=plan,
+            event=event,
+            summary_tokens=self.counter.count_event(data),
+            replaced_tokens=replaced_tokens(plan, self.counter),
+        )
+        log.debug(
+            "stream %r: compacted seqs %d..%d (%d tokens) into seq %d (%d tokens)",
+            plan.stream,
+            plan.first_seq,
+            plan.last_seq,
+            result.replaced_tokens,
+            event.seq,
+            result.summary_tokens,
+        )
+        return result
+
+    def lost(self) -> EventlogError:
+        assert self.raced is not None
+        return self.raced  # other writers kept appending: the caller decides when to try again
+
+
+def _inputs(plan: CompactionPlan) -> tuple[object, ...]:
+    """What a summary of the plan depends on: its range and what it summarizes."""
+    return (
+        plan.first_seq,
+        plan.last_seq,
+        tuple(e.id for e in plan.previous),
+        tuple(e.id for e in plan.events),
+    )
 
 
 def compact(
@@ -437,39 +569,35 @@ def compact(
     """Append the compaction `stream` is due, summarized by `summarizer` (default: extractive).
 
     It compacts whether or not the policy's trigger is reached (use `policy.due(window)` to
-    decide); the policy gives `keep_last` and `max_summary_tokens`. The append expects the
-    stream's last seq as read, so a compaction never lands on a history it did not read:
-    another writer's append in between means a new plan (up to 3 times, then its
-    `ConcurrencyError`); another process's compaction of the same range means
-    `already_compacted`.
+    decide); the policy gives `keep_last` and `max_summary_tokens`. A summary no shorter than
+    what it replaces is not appended (`not_shorter`). The append expects the stream's last seq
+    as read, so a compaction never lands on a history it did not read: another writer's append
+    in between means a new plan (up to 3 times, then its `ConcurrencyError`), which reuses the
+    summary if it covers the same range and events; another writer's compaction of the range
+    means `already_compacted`.
     """
     require_store(store, "compact")
-    policy = policy or CompactionPolicy()
-    if summarizer is not None:
-        _check_summarizer(summarizer)
-    count = get_counter(counter) if isinstance(counter, str) else counter
-    use = summarizer if summarizer is not None else ExtractiveSummarizer(count)
-    name = summarizer_name(use)
-    raced: EventlogError | None = None
+    job = _Compactor(summarizer, policy, counter)
     for _ in range(_REPLANS + 1):
-        plan = plan_compaction(list(store.read(stream)), keep_last=policy.keep_last, stream=stream)
+        plan = job.plan(list(store.read(stream)), stream)
         if plan is None:
-            outcome: Outcome = "already_compacted" if raced else "nothing_to_compact"
-            return CompactionResult(outcome=outcome)
-        replaced = _tokens(plan, count)
-        summary = use(plan.request(_summary_room(policy, replaced)))
-        if inspect.isawaitable(summary):
-            _close(summary)
-            raise UsageError(f"summarizer {name} is async: use compact_async")
-        event = _compaction_event(plan, summary, name)
+            return job.nothing()
+        summary: object = job.made(plan)
+        if summary is None:
+            summary = job.summarizer(job.ask(plan)[0])
+            if inspect.isawaitable(summary):
+                _close(summary)
+                raise UsageError(f"summarizer {job.name} is async: use compact_async")
+        event = job.event(plan, summary)
+        if isinstance(event, CompactionResult):
+            return event
         try:
             stored = store.append(stream, [event], expected_seq=plan.at)
         except (ConcurrencyError, DuplicateEventError) as exc:
-            raced = exc
+            job.raced = exc
             continue
-        return _done(plan, stored[0], count, replaced)
-    assert raced is not None
-    raise raced  # other writers kept appending: the caller decides when to try again
+        return job.done(plan, stored[0])
+    raise job.lost()
 
 
 async def compact_async(
@@ -481,32 +609,26 @@ async def compact_async(
     counter: TokenCounter | str = "estimate",
 ) -> CompactionResult:
     """`compact` for an `AsyncStore`; `summarizer` may be async (its result is awaited)."""
-    policy = policy or CompactionPolicy()
-    if summarizer is not None:
-        _check_summarizer(summarizer)
-    count = get_counter(counter) if isinstance(counter, str) else counter
-    use = summarizer if summarizer is not None else ExtractiveSummarizer(count)
-    name = summarizer_name(use)
-    raced: EventlogError | None = None
+    job = _Compactor(summarizer, policy, counter)
     for _ in range(_REPLANS + 1):
-        events = await store.read(stream)
-        plan = plan_compaction(events, keep_last=policy.keep_last, stream=stream)
+        plan = job.plan(await store.read(stream), stream)
         if plan is None:
-            outcome: Outcome = "already_compacted" if raced else "nothing_to_compact"
-            return CompactionResult(outcome=outcome)
-        replaced = _tokens(plan, count)
-        summary = use(plan.request(_summary_room(policy, replaced)))
-        if inspect.isawaitable(summary):
-            summary = await summary
-        event = _compaction_event(plan, summary, name)
+            return job.nothing()
+        summary: object = job.made(plan)
+        if summary is None:
+            summary = job.summarizer(job.ask(plan)[0])
+            if inspect.isawaitable(summary):
+                summary = await summary
+        event = job.event(plan, summary)
+        if isinstance(event, CompactionResult):
+            return event
         try:
             stored = await store.append(stream, [event], expected_seq=plan.at)
         except (ConcurrencyError, DuplicateEventError) as exc:
-            raced = exc
+            job.raced = exc
             continue
-        return _done(plan, stored[0], count, replaced)
-    assert raced is not None
-    raise raced  # other writers kept appending: the caller decides when to try again
+        return job.done(plan, stored[0])
+    raise job.lost()
 
 
 def _close(awaitable: Awaitable[object]) -> None:
@@ -514,35 +636,6 @@ def _close(awaitable: Awaitable[object]) -> None:
     close = getattr(awaitable, "close", None)
     if callable(close):
         close()
-
-
-def _summary_room(policy: CompactionPolicy, replaced: int) -> int:
-    """The summary's length asked for: the policy's, and at most half of what it replaces."""
-    return max(1, min(policy.max_summary_tokens, replaced // 2))
-
-
-def _done(
-    plan: CompactionPlan, event: RecordedEvent, counter: TokenCounter, replaced: int
-) -> CompactionResult:
-    data = event.data
-    assert isinstance(data, Compaction)
-    result = CompactionResult(
-        outcome="compacted",
-        plan=plan,
-        event=event,
-        summary_tokens=counter.count_event(data),
-        replaced_tokens=replaced,
-    )
-    log.debug(
-        "stream %r: compacted seqs %d..%d (%d tokens) into seq %d (%d tokens)",
-        plan.stream,
-        plan.first_seq,
-        plan.last_seq,
-        result.replaced_tokens,
-        event.seq,
-        result.summary_tokens,
-    )
-    return result
 
 
 # -- compact and retry -----------------------------------------------------------------------
@@ -568,6 +661,8 @@ class _Attempts:
         self.tokens = budget_tokens(budget)
         self.max_attempts = max_attempts
         self.overflows: list[ContextOverflow] = []
+        self.last_error: Exception | None = None
+        """The provider's last overflow error (the cause of a ContextOverflowError)."""
 
     def failed(self, exc: Exception, stream: str) -> ContextOverflow:
         """Record an overflow answer (re-raise anything else)."""
@@ -575,6 +670,7 @@ class _Attempts:
         if overflow is None:
             raise exc
         self.overflows.append(overflow)
+        self.last_error = exc
         log.info("stream %r: provider says the request is too long: %s", stream, overflow.message)
         return overflow
 
@@ -600,6 +696,16 @@ class _Attempts:
         shrunk = max(_shrunk(held, overflow), 0)
         log.info("stream %r: nothing left to compact; budget %d -> %d", stream, self.tokens, shrunk)
         self.tokens = shrunk
+
+    def cannot_shrink(self, stream: str, small: WindowTooSmallError) -> ContextOverflowError:
+        """The budget shrank below what a window must always hold: give up, saying both."""
+        last = self.overflows[-1]
+        return ContextOverflowError(
+            f"stream {stream!r}: too long for the provider ({last.message}), and the window "
+            f"cannot shrink to {self.tokens} tokens: {small}",
+            overflow=last,
+            attempts=len(self.overflows),
+        )
 
     def give_up(self, stream: str) -> ContextOverflowError:
         last = self.overflows[-1]
@@ -630,8 +736,9 @@ def compact_and_retry(
     an error that `context_overflow` recognises, the stream is compacted and the call made
     again on a new window; when there is nothing left to compact, the budget shrinks instead,
     to the tokens the rejected window held times the ratio of the provider's stated limit to
-    its count, less 3% (times 0.85 when it stated no counts). After `max_attempts` calls,
-    `ContextOverflowError` (the last overflow error as its cause). Any other error from `call`
+    its count, less 3% (times 0.85 when it stated no counts). After `max_attempts` calls, or
+    when the window cannot shrink that far (`WindowTooSmallError`), `ContextOverflowError`
+    (the last overflow error as its cause). Any other error from `call`
     propagates at once.
     """
     require_store(store, "compact_and_retry")
@@ -663,7 +770,10 @@ def compact_and_retry(
                 raise state.give_up(stream) from exc
         result = compact(store, stream, summarizer, policy=policy, counter=counter)
         state.after(stream, overflow, result, current)
-        current = window()
+        try:
+            current = window()
+        except WindowTooSmallError as small:
+            raise state.cannot_shrink(stream, small) from state.last_error
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -711,7 +821,10 @@ async def compact_and_retry_async(
             if attempt == max_attempts:
                 raise state.give_up(stream) from exc
         state.after(stream, overflow, await compacted(), current)
-        current = await window()
+        try:
+            current = await window()
+        except WindowTooSmallError as small:
+            raise state.cannot_shrink(stream, small) from state.last_error
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -727,5 +840,7 @@ __all__ = [
     "compact_and_retry_async",
     "compact_async",
     "plan_compaction",
+    "replaced_tokens",
     "summarizer_name",
+    "summary_room",
 ]

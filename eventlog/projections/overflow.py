@@ -16,9 +16,7 @@ from typing import Any
 
 import msgspec
 
-OVERFLOW_CODES = frozenset(
-    {"context_length_exceeded", "request_too_large", "string_above_max_length"}
-)
+OVERFLOW_CODES = frozenset({"context_length_exceeded", "request_too_large"})
 """Error codes (OpenAI `error.code`, Anthropic `error.type`) that mean the request is too long."""
 
 _OVERFLOW_STATUSES = (400, 413, 422)
@@ -34,8 +32,17 @@ _PHRASES = (
 )
 
 _COUNTS = (
+    # OpenAI Chat: "maximum context length is 4097 tokens. However, you requested 4222 tokens
+    # (1222 in the messages, 3000 in the completion)" (older: "1222 in your prompt; 3000 for
+    # the completion"): the prompt's part, and the reply's.
+    re.compile(
+        r"maximum context length is (?P<limit>\d+) tokens.*?requested \d+ tokens \("
+        r"(?P<tokens>\d+) in (?:the messages|your prompt)[,;] (?P<reply>\d+) (?:in|for) the "
+        r"completion",
+        re.S,
+    ),
     # OpenAI Chat: "maximum context length is 8192 tokens. However, your messages resulted in
-    # 8227 tokens" / "However, you requested 4222 tokens (1222 in the messages, ...)".
+    # 8227 tokens".
     re.compile(
         r"maximum context length is (?P<limit>\d+) tokens.*?(?:resulted in|requested) "
         r"(?P<tokens>\d+) tokens",
@@ -64,14 +71,17 @@ class ContextOverflow(msgspec.Struct, frozen=True, kw_only=True):
     limit: int | None = None
     """The most the provider takes for that part, when it said so."""
     reply_tokens: int | None = None
-    """The reply room it counted on top of `tokens` (Anthropic's `max_tokens` form)."""
+    """The reply room it counted on top of `tokens`, when it said so (Anthropic's `max_tokens`
+    form, OpenAI's "N in the completion")."""
 
     def scale(self) -> float | None:
-        """`limit / (tokens + reply_tokens)`: what a request must shrink by, if both were given."""
-        if self.tokens is None or self.limit is None:
+        """`(limit - reply_tokens) / tokens`: what the prompt must shrink by, if stated.
+
+        The reply's room stays what it was: only the prompt can give way.
+        """
+        if self.tokens is None or self.limit is None or self.tokens <= 0:
             return None
-        total = self.tokens + (self.reply_tokens or 0)
-        return self.limit / total if total > 0 else None
+        return max(self.limit - (self.reply_tokens or 0), 0) / self.tokens
 
 
 def context_overflow(error: object) -> ContextOverflow | None:
@@ -81,8 +91,28 @@ def context_overflow(error: object) -> ContextOverflow | None:
     `anthropic.APIStatusError` with status 413, ...), a provider's error body as a dict (with or
     without the outer `{"error": ...}`), a Responses object or dict whose `status` is `failed`,
     or the error message as a string. Rate limits, authentication errors and other 4xx answers
-    are not overflows, even when their text mentions tokens.
+    are not overflows, even when their text mentions tokens. An exception raised from or while
+    handling another (its `__cause__`, or `__context__` unless raised `from None`) is an
+    overflow if that one is.
     """
+    if not isinstance(error, BaseException):
+        return _overflow(error)
+    seen: set[int] = set()
+    chained: BaseException | None = error
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        found = _overflow(chained)
+        if found is not None:
+            return found
+        if chained.__cause__ is not None:
+            chained = chained.__cause__
+        else:  # `raise ... from None` cuts the chain on purpose
+            chained = None if chained.__suppress_context__ else chained.__context__
+    return None
+
+
+def _overflow(error: object) -> ContextOverflow | None:
+    """The overflow `error` itself reports (not the errors it was raised from)."""
     status = getattr(error, "status_code", None)
     if isinstance(status, int) and status not in _OVERFLOW_STATUSES:
         return None

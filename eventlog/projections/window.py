@@ -544,6 +544,9 @@ class WindowBuilder:
             return
         elif isinstance(data, Compaction):
             self._compaction(seq, data)
+            instruction = self._instruction
+            if instruction is not None and min(data.first_seq, seq) <= instruction.seq:
+                return  # its summary sits before the instruction: nothing shown after that yet
         else:
             return  # never shown (checkpoints, skills, custom events)
         self._instruction_last = False
