@@ -1,7 +1,10 @@
 """The one place that encodes, decodes, validates and hashes events; backends see only records.
 
 Binary backends store payloads as MessagePack, text backends as JSON. The hash chain covers the
-envelope and the plain (uncompressed) payload bytes, so tampering with either is detected.
+envelope and the plain (uncompressed) payload bytes, so tampering with either is detected. For
+an encrypted record (see eventlog.encryption) it covers the stored, sealed payload and meta
+instead: once a stream's key is erased its hashes confirm no guess of what it held, and
+`verify` still checks its chain.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from eventlog.backends.envelope import (
     unpack_record,
 )
 from eventlog.compression import Compression
+from eventlog.encryption import CODECS, ENCRYPTED, Encryption, no_key_store
 from eventlog.errors import CorruptionError, SchemaVersionError, ValidationError
 from eventlog.events import (
     UUID_PATTERN,
@@ -230,6 +234,7 @@ class Codec:
         *,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         compression: Compression | None = None,
+        encryption: Encryption | None = None,
     ):
         self.format: Format = fmt
         if type(max_event_bytes) is not int or max_event_bytes < 1:
@@ -237,6 +242,8 @@ class Codec:
         self.max_event_bytes = max_event_bytes
         self.compression = Compression() if compression is None else compression
         """Packs payloads for storage (see eventlog.compression)."""
+        self.encryption = encryption
+        """Seals new payloads and meta with their stream's key (None: stored plain)."""
         if fmt == "msgpack":
             self._encode: Callable[[Any], bytes] = msgspec.msgpack.Encoder().encode
             self._untyped: Callable[[bytes], Any] = msgspec.msgpack.Decoder().decode
@@ -422,10 +429,81 @@ class Codec:
         return self.compression.pack(plain)
 
     def unpack(self, rec: Record, location: str = "") -> bytes:
-        """The plain payload bytes of a record."""
+        """The plain payload bytes of a record (decrypted and decompressed)."""
         if rec.codec == 0:
             return rec.data
+        if rec.codec & ENCRYPTED:
+            plain = self._open(rec, "data", rec.data, location)
+            inner = rec.codec & ~ENCRYPTED
+            if not inner:
+                return plain
+            rec = msgspec.structs.replace(rec, data=plain, codec=inner)
         return self.compression.unpack(rec, location)
+
+    def seal(
+        self, aead: Any, stream: str, seq: int, event_id: str, plain: bytes, meta: bytes
+    ) -> tuple[bytes, bytes, int]:
+        """(stored payload, stored meta, codec id) of an event sealed with `aead`.
+
+        `aead` is the stream's cipher (`Encryption.sealing_key`); the payload is compressed
+        first, as without encryption. Empty meta stays empty.
+        """
+        encryption = self.encryption
+        assert encryption is not None
+        packed, inner = self.compression.pack(plain)
+        codec = inner | ENCRYPTED
+        data = encryption.seal(aead, "data", stream, seq, event_id, codec, packed)
+        if meta:
+            meta = encryption.seal(aead, "meta", stream, seq, event_id, codec, meta)
+        return data, meta, codec
+
+    def check_codec(self, rec: Record, location: str = "") -> None:
+        """Raise CorruptionError if a record's codec id is not one eventlog writes."""
+        if rec.codec not in CODECS:
+            raise CorruptionError(
+                f"unknown payload codec {rec.codec!r}",
+                stream=rec.stream,
+                seq=rec.seq,
+                location=location or None,
+            )
+
+    def _open(self, rec: Record, part: str, sealed: bytes, location: str) -> bytes:
+        """The plain bytes of a sealed payload or meta (MissingKeyError without a key store)."""
+        self.check_codec(rec, location)
+        encryption = self.encryption
+        if encryption is None:
+            raise no_key_store(rec, location)
+        return encryption.open(rec, part, sealed, location)
+
+    def _opened(self, rec: Record, location: str) -> tuple[Record, dict[str, Any]]:
+        """A sealed record with its payload opened (its compression left), and its meta map.
+
+        Both are opened with one look-up of the stream's key.
+        """
+        self.check_codec(rec, location)
+        encryption = self.encryption
+        if encryption is None:
+            raise no_key_store(rec, location)
+        aead = encryption.opening_key(rec, location)
+        data = encryption.open(rec, "data", rec.data, location, aead)
+        meta = (
+            self._meta(rec, encryption.open(rec, "meta", rec.meta, location, aead), location)
+            if rec.meta
+            else {}
+        )
+        return msgspec.structs.replace(rec, data=data, codec=rec.codec & ~ENCRYPTED), meta
+
+    def hashed_payload(self, rec: Record, location: str = "") -> bytes:
+        """The payload bytes a record's hash covers: plain, or as stored when encrypted."""
+        if rec.codec & ENCRYPTED:
+            return rec.data
+        return self.unpack(rec, location) if rec.codec else rec.data
+
+    def plain_meta(self, rec: Record, location: str = "") -> bytes:
+        """A record's encoded meta map, decrypted if it is sealed."""
+        if rec.meta and rec.codec & ENCRYPTED:
+            return self._open(rec, "meta", rec.meta, location)
+        return rec.meta
 
     # -- decoding --------------------------------------------------------------------------
 
@@ -537,12 +615,22 @@ class Codec:
             ) from exc
         return result
 
+    def meta_map(self, meta: bytes) -> dict[str, Any]:
+        """Decode an encoded (plain) meta map this codec made."""
+        result: dict[str, Any] = self._meta_decoder.decode(meta)
+        return result
+
     def decode_meta(self, rec: Record, location: str = "") -> dict[str, Any]:
-        """Decode a record's meta map."""
+        """Decode a record's meta map (decrypted if it is sealed)."""
         if not rec.meta:
             return {}
+        raw = self._open(rec, "meta", rec.meta, location) if rec.codec & ENCRYPTED else rec.meta
+        return self._meta(rec, raw, location)
+
+    def _meta(self, rec: Record, raw: bytes, location: str) -> dict[str, Any]:
+        """A record's meta map decoded from its plain bytes."""
         try:
-            meta: dict[str, Any] = self._meta_decoder.decode(rec.meta)
+            meta: dict[str, Any] = self._meta_decoder.decode(raw)
         except DECODE_ERRORS as exc:
             raise CorruptionError(
                 f"meta does not decode: {exc}",
@@ -554,6 +642,10 @@ class Codec:
 
     def to_event(self, rec: Record, location: str = "") -> RecordedEvent:
         """Decode a record to the event users see."""
+        if rec.codec & ENCRYPTED:
+            rec, meta = self._opened(rec, location)
+        else:
+            meta = self.decode_meta(rec, location) if rec.meta else {}
         return RecordedEvent(
             id=rec.id,
             stream=rec.stream,
@@ -561,7 +653,7 @@ class Codec:
             position=rec.position,
             ts=rec.ts,
             data=self.decode_data(rec, location),
-            meta=self.decode_meta(rec, location) if rec.meta else {},
+            meta=meta,
             causation_id=rec.causation_id,
             correlation_id=rec.correlation_id,
             hash=rec.hash.hex(),

@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from eventlog.backends.base import Record
+from eventlog.encryption import ENCRYPTED
 from eventlog.errors import BackendUnavailableError, CorruptionError, UsageError
 
 if TYPE_CHECKING:
@@ -301,6 +302,9 @@ def train_dictionary(
 ) -> int:
     """Train a zstd dictionary on the store's newest events, store it; return its id.
 
+    Encrypted events are not sampled: the dictionary is stored unencrypted, and holds pieces of
+    what it was trained on.
+
     The dictionary is kept with the store (blob ``zstd-dict/<id>``), so every reader finds it.
     With `activate`, it becomes the store's active dictionary: this store object (when opened
     with ``compression=zstd``) and stores opened later compress new events with it.
@@ -319,7 +323,11 @@ def train_dictionary(
         page = backend.read_all(after, min(1000, max_samples - len(samples)))
         if not page:
             break
-        samples.extend(codec.unpack(rec, store.location) for rec in page)
+        # Encrypted events are left out: a dictionary is stored unencrypted, and holds pieces
+        # of what it was trained on.
+        samples.extend(
+            codec.unpack(rec, store.location) for rec in page if not rec.codec & ENCRYPTED
+        )
         after = page[-1].position
     total = sum(map(len, samples))
     dict_id = random.SystemRandom().randrange(1, 2**31)

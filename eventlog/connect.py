@@ -16,6 +16,7 @@ from eventlog.aio import AsyncStore
 from eventlog.backends.base import Backend, Durability
 from eventlog.codec import Codec
 from eventlog.compression import Compression, Mode
+from eventlog.encryption import FileKeyStore, KeyStore, MemoryKeyStore, crypto_module
 from eventlog.errors import BackendUnavailableError, UsageError
 from eventlog.store import Store, check_poll_interval
 
@@ -45,6 +46,11 @@ class StoreOptions(TypedDict, total=False):
     """Shortest payload compressed without a dictionary, >= 0 (None: 512; 0: every payload)."""
     zstd_level: int | None
     """zstd compression level, -7 (fastest) to 22 (None: 3)."""
+    keys: str | os.PathLike[str] | None
+    """A key directory (made if missing): new events are encrypted with a key per stream kept
+    there, outside the store (docs/encryption.md). Shorthand for `key_store=FileKeyStore(dir)`."""
+    key_store: KeyStore | None
+    """Where the streams' keys are (a keyword only): new events are encrypted with them."""
 
 
 class OpenOptions(StoreOptions, total=False):
@@ -76,7 +82,7 @@ class OpenOptions(StoreOptions, total=False):
 
 
 _STORE_OPTIONS = StoreOptions.__optional_keys__
-_TEXT_OPTIONS = {"durability", "compression"}
+_TEXT_OPTIONS = {"durability", "compression", "keys"}
 _INT_OPTIONS = {"max_event_bytes", "compress_min_bytes", "zstd_level"}
 
 
@@ -113,6 +119,11 @@ def _split(url: str) -> tuple[str, str, dict[str, str], dict[str, Any]]:
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     store_opts: dict[str, Any] = {}
     for key in list(query):
+        if key == "key_store":
+            raise UsageError(
+                f"option key_store is a keyword of eventlog.open, not a URL parameter; in "
+                f"{url!r} name a key directory with keys=DIR instead"
+            )
         if key in _STORE_OPTIONS:
             store_opts[key] = _option_value(url, key, query.pop(key))
     path = parts.netloc + parts.path
@@ -157,9 +168,10 @@ def open(url: str = "memory://", **options: Unpack[OpenOptions]) -> Store:
     """Open (creating if needed) the store at `url`; keyword options override the query.
 
     Options (`OpenOptions` says what each does): store options `durability`, `max_event_bytes`,
-    `poll_interval`, `compression`, `compress_min_bytes`, `zstd_level`; backend options
-    `search`, `busy_timeout`, `check` (sqlite), `lock_timeout` (jsonl, lmdb, postgresql),
-    `map_size`, `max_readers` (lmdb), `schema`, `pool_size`, `connect_timeout` (postgresql).
+    `poll_interval`, `compression`, `compress_min_bytes`, `zstd_level`, `keys`, `key_store`
+    (docs/encryption.md); backend options `search`, `busy_timeout`, `check` (sqlite),
+    `lock_timeout` (jsonl, lmdb, postgresql), `map_size`, `max_readers` (lmdb), `schema`,
+    `pool_size`, `connect_timeout` (postgresql).
     An unknown name or a bad value is a UsageError, raised before anything is created.
     """
     scheme, path, backend_opts, store_opts = _split(url)
@@ -170,6 +182,7 @@ def open(url: str = "memory://", **options: Unpack[OpenOptions]) -> Store:
     backend_opts.update({k: str(v) for k, v in given.items()})
     cls = _backend_class(scheme)
     _check_store_options(url, cls.format, store_opts)  # before the backend makes any file
+    _open_keys(url, scheme, path, store_opts)
     backend: Backend = cls.from_url(url, path, backend_opts)
     try:
         return Store(backend, **store_opts)
@@ -225,6 +238,8 @@ def rehearsal(url: str) -> Store:
     scheme, _, _, store_opts = _split(url)
     cls = _backend_class(scheme)
     _check_store_options(url, cls.format, store_opts)
+    if store_opts.pop("keys", None) is not None or store_opts.get("key_store") is not None:
+        store_opts["key_store"] = MemoryKeyStore()  # seals alike, and makes no key on disk
 
     class _Rehearsal(MemoryBackend):
         format = cls.format
@@ -256,6 +271,38 @@ def _check_store_options(url: str, fmt: str, opts: dict[str, Any]) -> None:
             check_poll_interval(opts["poll_interval"])
     except (ValueError, TypeError) as exc:
         raise UsageError(f"bad store option in {url!r}: {exc}") from exc
+    keys, key_store = opts.get("keys"), opts.get("key_store")
+    if keys is not None and key_store is not None:
+        raise UsageError(f"give keys (a key directory) or key_store, not both, for {url!r}")
+    if keys is not None and (not isinstance(keys, (str, os.PathLike)) or not os.fspath(keys)):
+        raise UsageError(f"option keys must name a key directory, got {keys!r} for {url!r}")
+    if key_store is not None and not isinstance(key_store, KeyStore):
+        raise UsageError(
+            "option key_store must be a KeyStore (location, get, get_or_create, delete, "
+            f"erased), got {type(key_store).__name__}"
+        )
+    if keys is not None or key_store is not None:
+        crypto_module()  # BackendUnavailableError with the install hint, before any file
+
+
+def _open_keys(url: str, scheme: str, path: str, opts: dict[str, Any]) -> None:
+    """Replace a `keys` directory by its FileKeyStore (made now: UsageError if it cannot be).
+
+    The directory must lie outside a directory store's own: a copy or backup of the store
+    would otherwise hold its keys.
+    """
+    keys = opts.pop("keys", None)
+    if keys is None:
+        return
+    directory = os.path.abspath(os.path.expanduser(os.fspath(keys)))
+    if scheme in _DIRECTORY_SCHEMES and path:
+        root = os.path.abspath(path)
+        if os.path.commonpath([root, directory]) == root:
+            raise UsageError(
+                f"the key directory {directory} is inside the store {root}: keep keys outside "
+                "the store, so a copy or backup of the store never holds them"
+            )
+    opts["key_store"] = FileKeyStore(directory)
 
 
 def open_async(url: str = "memory://", **options: Unpack[OpenOptions]) -> AsyncStore:

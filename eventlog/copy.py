@@ -12,6 +12,15 @@ checks that it is. Between formats each payload is decoded (upcast to its curren
 if it is older) and encoded in the target's format; the hash covers the stored bytes, so the
 copy has a hash chain of its own.
 
+Encryption (see eventlog.encryption and docs/encryption.md). An encrypted event whose stream has
+the same key in the target's key store (the same key directory) is copied as stored: ciphertext
+and hash are the source's. Otherwise it is decrypted, and sealed again with the target's key (a
+new ciphertext, so a new hash chain from that event on), or, with `decrypt=True` only, stored
+unencrypted in a target without a key store. Unencrypted events copied into a target with a
+key store are encrypted (a new chain too). `CopyReport.encrypted` and `.decrypted` count them.
+An erased stream is copied as stored (its events stay unreadable; it cannot be converted to
+another payload format).
+
 Nothing is written unless all of it can be: the source is verified first, every event is checked
 against the target's size limit (and, between formats, encoded once) before any is written (a
 value the target cannot hold is a `ValidationError` naming the event), and the target must be
@@ -27,7 +36,8 @@ from typing import Literal
 import msgspec
 
 from eventlog.backends.base import ForkInfo, Record
-from eventlog.codec import Encoded, chain_hash
+from eventlog.codec import GENESIS, Encoded, chain_hash
+from eventlog.encryption import ENCRYPTED
 from eventlog.errors import CorruptionError, UsageError, ValidationError
 from eventlog.events import Event
 from eventlog.store import PAGE, Store
@@ -48,9 +58,15 @@ class CopyReport(msgspec.Struct, frozen=True):
     forks: int
     events: int
     same_hashes: bool
-    """True when source and target share a payload format: every hash is the source's."""
+    """True when every hash is the source's: source and target share a payload format, and no
+    event was encrypted or decrypted anew."""
     upcast: int
     """Events stored at a newer schema version than the source's (copies between formats)."""
+    encrypted: int = 0
+    """Events sealed with the target's key: unencrypted in the source, or encrypted there with
+    another key than the target's (their ciphertext and hash are new)."""
+    decrypted: int = 0
+    """Encrypted events stored unencrypted in the target (`decrypt=True`)."""
 
 
 def copy_store(
@@ -59,6 +75,7 @@ def copy_store(
     *,
     progress: Progress | None = None,
     rehearse: Store | None = None,
+    decrypt: bool = False,
 ) -> CopyReport:
     """Copy every event and fork of `source` into the empty store `target`; see the module.
 
@@ -66,36 +83,66 @@ def copy_store(
     source that does not verify leaves no new store behind. With `rehearse`, an empty store of
     the target's format and limits (`eventlog.connect.rehearsal(url)`), the checks run on it
     before that call too, so a copy the target would refuse leaves no new store either.
+    Encrypted events go into a target without a key store only with `decrypt` (UsageError
+    otherwise): they would be stored there unencrypted.
     """
     if isinstance(target, Store):
         _check_target(source, target)
     head = source.head_position()  # the copy is the store up to here
-    total = _verify(source, head, progress)
+    total, erased = _verify(source, head, progress)
     forks = _forks_within(source, head)
     checked_on: Store | None = None  # a stand-in the checks already passed on
     if not isinstance(target, Store):
         if rehearse is not None:
             same = source.codec.format == rehearse.codec.format
-            _check(source, rehearse, head, forks, same, total, progress)
+            _check(source, rehearse, head, forks, same, total, progress, erased, decrypt)
             checked_on = rehearse
         target = target()
         _check_target(source, target)
     same = source.codec.format == target.codec.format
     if checked_on is None or not _same_codec(checked_on, target):
-        _check(source, target, head, forks, same, total, progress)
+        _check(source, target, head, forks, same, total, progress, erased, decrypt)
+    _check_target_keys(source, target, erased)
     for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)
-    copied, upcast, streams = _copy_events(source, target, head, same, total, progress)
+    copy = _Copy(source, target, same, erased)
+    copied, streams = copy.events(head, total, progress)
     if copied != total:  # `_check` counted the same records: only a bug gets here
         raise CorruptionError(
             f"copied {copied} events, but verified {total}", location=source.location
         )
-    return CopyReport(len(streams | set(forks)), len(forks), copied, same, upcast)
+    return CopyReport(
+        len(streams | set(forks)),
+        len(forks),
+        copied,
+        same and not copy.rechained,
+        copy.upcast,
+        copy.encrypted,
+        copy.decrypted,
+    )
 
 
 def _same_codec(a: Store, b: Store) -> bool:
-    """Whether `_check` on one says what it would say on the other (format and size limit)."""
-    return a.codec.format == b.codec.format and a.codec.max_event_bytes == b.codec.max_event_bytes
+    """Whether `_check` on one says what it would say on the other (format, size limit, keys)."""
+    return (
+        a.codec.format == b.codec.format
+        and a.codec.max_event_bytes == b.codec.max_event_bytes
+        and (a.codec.encryption is None) == (b.codec.encryption is None)
+    )
+
+
+def _check_target_keys(source: Store, target: Store, erased: set[str]) -> None:
+    """UsageError if the target's key store refuses a stream the copy must seal (erased there)."""
+    encryption = target.codec.encryption
+    if encryption is None:
+        return
+    for info in source.streams():
+        if info.stream not in erased and encryption.keys.erased(info.stream):
+            raise UsageError(
+                f"stream {info.stream!r} is erased in the target's key store "
+                f"{encryption.keys.location}: its events cannot be encrypted there; nothing "
+                "was copied"
+            )
 
 
 def _check_target(source: Store, target: Store) -> None:
@@ -110,10 +157,11 @@ def _check_target(source: Store, target: Store) -> None:
         )
 
 
-def _verify(source: Store, head: int, progress: Progress | None) -> int:
-    """Verify the source up to `head`; return its number of events, or raise CorruptionError.
+def _verify(source: Store, head: int, progress: Progress | None) -> tuple[int, set[str]]:
+    """Verify the source up to `head`: (its number of events, its erased streams).
 
-    Its progress counts towards `head` (positions are dense, so about the number of events).
+    CorruptionError if it does not verify. Its progress counts towards `head` (positions are
+    dense, so about the number of events).
     """
     tick = None if progress is None else (lambda done: progress("verify", done, head))
     report = source.verify(progress=tick, upto=head)
@@ -126,7 +174,7 @@ def _verify(source: Store, head: int, progress: Progress | None) -> int:
             seq=first.seq,
             location=source.location,
         )
-    return report.events
+    return report.events, set(report.erased)
 
 
 def _forks_within(source: Store, head: int) -> dict[str, ForkInfo]:
@@ -162,14 +210,18 @@ def _check(
     same: bool,
     total: int,
     progress: Progress | None,
+    erased: set[str],
+    decrypt: bool,
 ) -> None:
     """Refuse, before anything is written, what the target cannot take or the copy would break.
 
     Every event must fit the target's size limit (and, between formats, encode in the target's
     format); every stream must start at seq 1, or right after its fork point; and the events up
-    to `head` must be the ones verified.
+    to `head` must be the ones verified. Encrypted events need a target with a key store, or
+    `decrypt`; an erased stream cannot change payload format.
     """
     limit = target.codec.max_event_bytes
+    sealing = target.codec.encryption is not None
     next_seq: dict[str, int] = {}
     checked = 0
     for page in _pages(source, head):
@@ -187,6 +239,10 @@ def _check(
                     location=source.location,
                 )
             next_seq[rec.stream] = expected + 1
+            if rec.codec & ENCRYPTED:
+                _check_sealed(source, target, rec, same, sealing, erased, decrypt)
+                if rec.stream in erased:
+                    continue  # copied as stored: no plain size to check
             if not same:
                 _convert(source, target, rec)
             elif rec.codec or len(rec.data) > limit:
@@ -208,38 +264,185 @@ def _check(
         )
 
 
-def _copy_events(
-    source: Store, target: Store, head: int, same: bool, total: int, progress: Progress | None
-) -> tuple[int, int, set[str]]:
-    """Append the source's records up to `head` to the target, in runs of one stream.
+def _check_sealed(
+    source: Store,
+    target: Store,
+    rec: Record,
+    same: bool,
+    sealing: bool,
+    erased: set[str],
+    decrypt: bool,
+) -> None:
+    """Refuse an encrypted record the copy could not take (see `_check`)."""
+    if rec.stream in erased:
+        if not same:
+            raise UsageError(
+                f"stream {rec.stream!r} is erased: its events cannot be converted to the "
+                f"{target.codec.format} payload format of {target.location}; nothing was copied"
+            )
+        return
+    if not sealing and not decrypt:
+        raise UsageError(
+            f"{source.location} holds encrypted events (stream {rec.stream!r}, seq {rec.seq}) "
+            f"and the target {target.location} has no key store: open the target with keys=DIR "
+            "(the same key directory keeps ciphertext and hashes), or decrypt them on purpose "
+            "(decrypt=True, eventlog export --decrypt); nothing was copied"
+        )
 
-    Returns (events copied, events upcast, streams written).
-    """
-    copied = upcast = 0
-    tails: dict[str, bytes] = {}
-    for page in _pages(source, head):
-        start = 0
-        while start < len(page):
-            stream = page[start].stream
-            end = start + 1
-            while end < len(page) and end - start < RUN and page[end].stream == stream:
-                end += 1
-            prev = tails.get(stream)
-            if prev is None:  # the stream's tail in the target: genesis, or a fork's parent
-                prev = target._tail(stream, fresh=True)[1]
-            records: list[Record] = []
-            for rec in page[start:end]:
-                new, older = _record(source, target, rec, prev, same)
-                prev = new.hash
-                records.append(new)
-                upcast += older
-            target._append_records(stream, records)
-            tails[stream] = prev
-            start = end
-        copied += len(page)
-        if progress is not None:
-            progress("copy", copied, total)
-    return copied, upcast, set(tails)
+
+class _Copy:
+    """Appends the source's records to the target, each as the target must store it."""
+
+    def __init__(self, source: Store, target: Store, same: bool, erased: set[str]) -> None:
+        self.source, self.target, self.same, self.erased = source, target, same, erased
+        self.upcast = self.encrypted = self.decrypted = 0
+        self.rechained = False
+        """Whether some hash differs from the source's (events encrypted or decrypted anew)."""
+        self._keep: dict[str, bool] = {}
+        self._aeads: dict[str, object] = {}
+
+    def events(self, head: int, total: int, progress: Progress | None) -> tuple[int, set[str]]:
+        """Append the records up to `head`, in runs of one stream: (events copied, streams)."""
+        source, target = self.source, self.target
+        copied = 0
+        tails: dict[str, tuple[bytes, bytes]] = {}
+        """stream -> (last hash in the target, last hash in the source)."""
+        for page in _pages(source, head):
+            start = 0
+            while start < len(page):
+                stream = page[start].stream
+                end = start + 1
+                while end < len(page) and end - start < RUN and page[end].stream == stream:
+                    end += 1
+                prev, source_prev = tails.get(stream) or self._tails(page[start])
+                records: list[Record] = []
+                for rec in page[start:end]:
+                    new = self.record(rec, prev, prev == source_prev)
+                    prev, source_prev = new.hash, rec.hash
+                    records.append(new)
+                target._append_records(stream, records)
+                tails[stream] = (prev, source_prev)
+                start = end
+            copied += len(page)
+            if progress is not None:
+                progress("copy", copied, total)
+        return copied, set(tails)
+
+    def _tails(self, rec: Record) -> tuple[bytes, bytes]:
+        """(target, source) hash before a stream's first copied record: genesis or a fork's."""
+        target_prev = self.target._tail(rec.stream, fresh=True)[1]
+        if rec.seq == 1:
+            return target_prev, GENESIS
+        return target_prev, self.source._record_at(rec.stream, rec.seq - 1).hash
+
+    def keeps(self, rec: Record) -> bool:
+        """Whether an encrypted record goes into the target as stored (ciphertext kept)."""
+        keep = self._keep.get(rec.stream)
+        if keep is None:
+            if rec.stream in self.erased:
+                keep = True
+            else:
+                mine = self.source.codec.encryption
+                theirs = self.target.codec.encryption
+                keep = (
+                    self.same
+                    and mine is not None
+                    and theirs is not None
+                    and (key := mine.keys.get(rec.stream)) is not None
+                    and theirs.keys.get(rec.stream) == key
+                )
+            self._keep[rec.stream] = keep
+        return keep
+
+    def record(self, rec: Record, prev: bytes, intact: bool) -> Record:
+        """The target's record of `rec`, chained to `prev`.
+
+        `intact`: `prev` is the source's hash before `rec`, so a record stored as it is must
+        get the source's hash (checked).
+        """
+        source, target = self.source, self.target
+        location = source.location
+        wants_text = target.backend.wants_text
+        data = None
+        if rec.codec & ENCRYPTED and self.keeps(rec):
+            stored, meta, codec_id, hashed = rec.data, rec.meta, rec.codec, rec.data
+            type_, version = rec.type, rec.version
+        else:
+            if self.same:
+                plain = source.codec.unpack(rec, location)
+                type_, version = rec.type, rec.version
+                meta = source.codec.plain_meta(rec, location)
+                data = source.codec.decode_data(rec) if wants_text else None
+            else:
+                enc = _convert(source, target, rec)
+                plain, type_, version, meta, data = (
+                    enc.plain,
+                    enc.type,
+                    enc.version,
+                    enc.meta,
+                    enc.data,
+                )
+            self.upcast += version != rec.version
+            if target.codec.encryption is not None:
+                stored, meta, codec_id = target.codec.seal(
+                    self._aead(rec.stream), rec.stream, rec.seq, rec.id, plain, meta
+                )
+                hashed, data = stored, None  # no searchable text of a sealed event
+                self.encrypted += 1
+            else:
+                stored, codec_id = target.codec.pack(plain)
+                hashed = plain
+                self.decrypted += bool(rec.codec & ENCRYPTED)
+        digest = chain_hash(
+            prev,
+            rec.stream,
+            rec.seq,
+            rec.id,
+            rec.ts,
+            type_,
+            version,
+            rec.causation_id,
+            rec.correlation_id,
+            meta,
+            hashed,
+        )
+        if digest != rec.hash:
+            if self.same and intact and hashed == source.codec.hashed_payload(rec, location):
+                raise CorruptionError(
+                    "hash differs from the source's after the copy: the source changed under it",
+                    stream=rec.stream,
+                    seq=rec.seq,
+                    location=location,
+                )
+            self.rechained = True
+        return Record(
+            rec.id,
+            rec.stream,
+            rec.seq,
+            rec.ts,
+            type_,
+            version,
+            stored,
+            meta,
+            rec.causation_id,
+            rec.correlation_id,
+            digest,
+            codec_id,
+            0,
+            event_text(data) if data is not None and wants_text else "",
+        )
+
+    def _aead(self, stream: str) -> object:
+        """The target's cipher for a stream (its key made there if it has none)."""
+        aead = self._aeads.get(stream)
+        if aead is None:
+            encryption = self.target.codec.encryption
+            assert encryption is not None
+            backend = self.target.backend
+            aead = self._aeads[stream] = encryption.sealing_key(
+                stream, lambda: backend.last(stream)
+            )
+        return aead
 
 
 def _pages(source: Store, head: int) -> Iterator[list[Record]]:
@@ -271,54 +474,3 @@ def _convert(source: Store, target: Store, rec: Record) -> Encoded:
             f"{exc.detail}; nothing was copied",
             field=exc.field,
         ) from None
-
-
-def _record(
-    source: Store, target: Store, rec: Record, prev: bytes, same: bool
-) -> tuple[Record, bool]:
-    """(the target's record of `rec`, chained to `prev`; whether it was upcast)."""
-    if same:
-        plain = source.codec.unpack(rec, source.location)
-        type_, version, meta = rec.type, rec.version, rec.meta
-        data = source.codec.decode_data(rec) if target.backend.wants_text else None
-    else:
-        enc = _convert(source, target, rec)
-        plain, type_, version, meta, data = enc.plain, enc.type, enc.version, enc.meta, enc.data
-    digest = chain_hash(
-        prev,
-        rec.stream,
-        rec.seq,
-        rec.id,
-        rec.ts,
-        type_,
-        version,
-        rec.causation_id,
-        rec.correlation_id,
-        meta,
-        plain,
-    )
-    if same and digest != rec.hash:
-        raise CorruptionError(
-            "hash differs from the source's after the copy: the source changed under it",
-            stream=rec.stream,
-            seq=rec.seq,
-            location=source.location,
-        )
-    stored, codec_id = target.codec.pack(plain)
-    new = Record(
-        rec.id,
-        rec.stream,
-        rec.seq,
-        rec.ts,
-        type_,
-        version,
-        stored,
-        meta,
-        rec.causation_id,
-        rec.correlation_id,
-        digest,
-        codec_id,
-        0,
-        event_text(data) if data is not None and target.backend.wants_text else "",
-    )
-    return new, version != rec.version

@@ -11,6 +11,16 @@ if TYPE_CHECKING:
     from eventlog.projections.overflow import ContextOverflow
 
 
+def _where(location: str | None, stream: str | None, seq: int | None) -> str:
+    """`location, stream 'x', seq N: ` for the parts given ('' when none is)."""
+    where = [] if location is None else [location]
+    if stream is not None:
+        where.append(f"stream {stream!r}")
+    if seq is not None:
+        where.append(f"seq {seq}")
+    return f"{', '.join(where)}: " if where else ""
+
+
 class EventlogError(Exception):
     """Root of every error eventlog raises."""
 
@@ -90,19 +100,61 @@ class CorruptionError(EventlogError):
         self.stream = stream
         self.seq = seq
         self.location = location
-        where = []
-        if location is not None:
-            where.append(location)
-        if stream is not None:
-            where.append(f"stream {stream!r}")
-        if seq is not None:
-            where.append(f"seq {seq}")
-        prefix = f"{', '.join(where)}: " if where else ""
+        prefix = _where(location, stream, seq)
         super().__init__(f"{prefix}{message}")
 
 
 class SchemaVersionError(CorruptionError):
     """The store was written by a newer eventlog (or is not an eventlog store)."""
+
+
+class ErasedError(EventlogError):
+    """A stream was erased: its encryption key was deleted, so its events cannot be read.
+
+    Raised by reads (`read`, `get`, `read_all`, subscriptions, projections) when they reach an
+    encrypted event of an erased stream, and by `append` to an erased stream. `position` is the
+    store position of the event reached, when a read raised it: a reader of the whole store
+    goes on past it with `read_all(after=position)` (or `subscribe(after=position)`).
+    """
+
+    def __init__(
+        self,
+        stream: str,
+        *,
+        seq: int | None = None,
+        position: int | None = None,
+        location: str | None = None,
+        message: str | None = None,
+    ):
+        self.stream = stream
+        self.seq = seq
+        self.position = position or None
+        self.location = location
+        text = message or (
+            "the stream was erased: its encryption key was deleted, so its events cannot be read"
+        )
+        super().__init__(f"{_where(location or None, stream, seq)}{text}")
+
+
+class MissingKeyError(EventlogError):
+    """An encrypted event cannot be read or written: no key store, or its key is not in it.
+
+    Not damage (a `CorruptionError`): the store is opened without its key store (`keys=DIR`
+    or `key_store=`), or with another one than the events were written with.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stream: str | None = None,
+        seq: int | None = None,
+        location: str | None = None,
+    ):
+        self.stream = stream
+        self.seq = seq
+        self.location = location
+        super().__init__(f"{_where(location or None, stream, seq)}{message}")
 
 
 class BackendUnavailableError(EventlogError):
@@ -159,7 +211,9 @@ __all__ = [
     "ConversationError",
     "CorruptionError",
     "DuplicateEventError",
+    "ErasedError",
     "EventlogError",
+    "MissingKeyError",
     "ProviderMappingError",
     "SchemaVersionError",
     "StoreClosedError",

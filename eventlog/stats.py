@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgspec
 
+from eventlog.encryption import ENCRYPTED
 from eventlog.store import PAGE, Store
 
 
@@ -40,6 +41,8 @@ class StoreStats(msgspec.Struct, frozen=True):
     last_ts: int | None
     compressed: int
     """Events whose payload is stored compressed."""
+    encrypted: int
+    """Events whose payload and meta are stored encrypted (docs/encryption.md)."""
     stored_bytes: int
     """Payload bytes as stored, all events."""
     disk_bytes: int | None
@@ -58,7 +61,7 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
     counts: dict[str, list[int]] = {}
     first_ts: int | None = None
     last_ts: int | None = None
-    events = compressed = stored = 0
+    events = compressed = encrypted = stored = 0
     after = 0
     while True:
         page = store.backend.read_all(after, PAGE)
@@ -75,7 +78,8 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
                 entry[1] += size
             stored += size
             if rec.codec:
-                compressed += 1
+                compressed += rec.codec & ~ENCRYPTED != 0  # compression, under encryption too
+                encrypted += rec.codec & ENCRYPTED != 0
             if first_ts is None or rec.ts < first_ts:
                 first_ts = rec.ts
             if last_ts is None or rec.ts > last_ts:
@@ -97,6 +101,7 @@ def store_stats(store: Store, *, progress: Callable[[int, int], None] | None = N
         first_ts=first_ts,
         last_ts=last_ts,
         compressed=compressed,
+        encrypted=encrypted,
         stored_bytes=stored,
         disk_bytes=sum(map(allocated_bytes, paths)) if paths else store.backend.server_bytes(),
         longest_stream=longest,

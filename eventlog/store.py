@@ -37,10 +37,13 @@ from eventlog.codec import (
     validate_stream_name,
 )
 from eventlog.compression import Compression
+from eventlog.encryption import ENCRYPTED, Encryption, FileKeyStore, KeyStore
 from eventlog.errors import (
     ConcurrencyError,
     CorruptionError,
     DuplicateEventError,
+    ErasedError,
+    MissingKeyError,
     StoreClosedError,
     StreamExistsError,
     StreamNotFoundError,
@@ -105,10 +108,13 @@ class VerifyReport(msgspec.Struct, frozen=True):
     streams: int
     events: int
     problems: list[Problem]
+    erased: list[str] = []
+    """Streams found erased (their key deleted): their hash chain was checked, their
+    encrypted payloads could not be decoded. Not a problem."""
 
     @property
     def ok(self) -> bool:
-        """True when no problem was found."""
+        """True when no problem was found (erased streams are none)."""
         return not self.problems
 
 
@@ -125,15 +131,23 @@ class Store:
         compression: str = "none",
         compress_min_bytes: int | None = None,
         zstd_level: int | None = None,
+        key_store: KeyStore | None = None,
+        keys: str | os.PathLike[str] | None = None,
     ) -> None:
         self._backend = backend
         packer = Compression(
             compression, min_bytes=compress_min_bytes, level=zstd_level, blobs=backend.get_blob
         )
+        encryption = _encryption(key_store, keys)
         self._codec = (
-            Codec(backend.format, compression=packer)
+            Codec(backend.format, compression=packer, encryption=encryption)
             if max_event_bytes is None
-            else Codec(backend.format, max_event_bytes=max_event_bytes, compression=packer)
+            else Codec(
+                backend.format,
+                max_event_bytes=max_event_bytes,
+                compression=packer,
+                encryption=encryption,
+            )
         )
         self.durability = _durability(durability)
         self.poll_interval = check_poll_interval(poll_interval)
@@ -145,6 +159,9 @@ class Store:
         """Stream names `append` has checked (a regex search less per append)."""
         self._existing: set[str] = set()
         """Streams seen to exist (a read past a stream's end need not ask the backend again)."""
+        self._sealed: set[str] = set()
+        """Streams whose last event was found encrypted, in a store opened without a key
+        store: appending to them is refused (their new events would be stored plain)."""
         self._lineage: dict[str, list[Segment]] = {}
         self._lineage_segments = 0
         """Segments held by `_lineage` (bounded by `_LINEAGE_KEPT`)."""
@@ -245,8 +262,20 @@ class Store:
         self, stream: str, encoded: list[Encoded], expected: ExpectedSeq, level: Durability
     ) -> list[RecordedEvent]:
         fresh = False
+        encryption = self._codec.encryption
+        aead = None
+        if encryption is not None:  # the stream's key, made now for its first sealed event
+            aead = encryption.sealing_key(stream, lambda: self._backend.last(stream))
         for _ in range(_MAX_ANY_RETRIES):
             tail_seq, tail_hash = self._tail(stream, fresh=fresh)
+            if self._sealed and stream in self._sealed:
+                raise MissingKeyError(
+                    "the stream holds encrypted events: open the store with its key store "
+                    "(keys=DIR or key_store=) to append to it; nothing was appended (its new "
+                    "events would be stored unencrypted)",
+                    stream=stream,
+                    location=self.location,
+                )
             if not _matches(expected, tail_seq):
                 if not fresh:
                     fresh = True
@@ -255,7 +284,11 @@ class Store:
                 if stored is not None:
                     return stored
                 raise ConcurrencyError(stream, expected, tail_seq)
-            records = self._records(stream, encoded, tail_seq, tail_hash)
+            records = (
+                self._records(stream, encoded, tail_seq, tail_hash)
+                if aead is None
+                else self._sealed_records(stream, encoded, tail_seq, tail_hash, aead)
+            )
             try:
                 positions = self._backend.append(records, level)
             except Conflict:
@@ -277,7 +310,7 @@ class Store:
                     position=p,
                     ts=r.ts,
                     data=e.data,
-                    meta=self._codec.decode_meta(r) if r.meta else {},
+                    meta=self._codec.meta_map(e.meta) if e.meta else {},
                     causation_id=r.causation_id,
                     correlation_id=r.correlation_id,
                     hash=r.hash.hex(),
@@ -343,6 +376,41 @@ class Store:
             )
         return records
 
+    def _sealed_records(
+        self, stream: str, encoded: list[Encoded], tail_seq: int, prev: bytes, aead: object
+    ) -> list[Record]:
+        """`_records` with payloads and meta sealed; the hashes cover the sealed bytes."""
+        ts = time.time_ns()
+        first = tail_seq + 1
+        seal = self._codec.seal
+        sealed = [
+            seal(aead, stream, first + i, e.id, e.plain, e.meta) for i, e in enumerate(encoded)
+        ]
+        stored = [
+            msgspec.structs.replace(e, plain=data, meta=meta)
+            for e, (data, meta, _) in zip(encoded, sealed, strict=True)
+        ]
+        hashes = chain_hashes(prev, stream, first, ts, stored)
+        return [
+            Record(
+                e.id,
+                stream,
+                first + i,
+                ts,
+                e.type,
+                e.version,
+                data,
+                meta,
+                e.causation_id,
+                e.correlation_id,
+                hashes[i],
+                codec_id,
+                0,
+                "",  # no searchable text: a full-text index would hold it unencrypted
+            )
+            for i, (e, (data, meta, codec_id)) in enumerate(zip(encoded, sealed, strict=True))
+        ]
+
     def _already_stored(self, stream: str, encoded: list[Encoded]) -> list[RecordedEvent] | None:
         """The stored events if this batch was stored before (a retry), else None."""
         found = self._backend.get_by_ids([e.id for e in encoded])
@@ -369,7 +437,7 @@ class Store:
             same = (
                 rec.type == e.type
                 and rec.version == e.version
-                and rec.meta == e.meta
+                and self._codec.plain_meta(rec, location) == e.meta
                 and rec.causation_id == e.causation_id
                 and rec.correlation_id == e.correlation_id
                 and self._codec.unpack(rec, location) == e.plain
@@ -400,6 +468,10 @@ class Store:
         if rec is not None:
             tail = (rec.seq, rec.hash)
             self._cache_tail(stream, tail)
+            if rec.codec & ENCRYPTED and self._codec.encryption is None:
+                self._sealed.add(stream)
+            elif self._sealed:
+                self._sealed.discard(stream)
             return tail
         fork = self._fork_entry(stream)
         if fork is None:
@@ -836,20 +908,23 @@ class Store:
                 0, 0, [Problem(exc.stream or stream or "", exc.seq or 0, None, str(exc))]
             )
         problems: list[Problem] = []
+        erased: list[str] = []
         total = 0
         # One stream's history includes its ancestors' events up to each fork point.
         walks = [(origin, hi) for origin, _, hi in self._segments(stream)[:-1]] if stream else []
         walks += [(info.stream, None) for info in infos]
         for name, last in walks:
-            count, problem = self._verify_stream(name, total, progress, upto, last)
+            count, problem, was_erased = self._verify_stream(name, total, progress, upto, last)
             total += count
             if problem is not None:
                 problems.append(problem)
+            if was_erased:
+                erased.append(name)
         if upto is None:
             damaged = {p.stream for p in problems}
             clean = [i for i in infos if i.stream not in damaged]
             problems += self._check_indexes(clean, stream is None and not problems, total, head)
-        return VerifyReport(len(infos), total, problems)
+        return VerifyReport(len(infos), total, problems, erased)
 
     def _check_indexes(
         self, infos: list[StreamInfo], positions: bool, total: int, head: int
@@ -930,8 +1005,11 @@ class Store:
         progress: Callable[[int], None] | None = None,
         upto: int | None = None,
         last: int | None = None,
-    ) -> tuple[int, Problem | None]:
-        """(events checked, the first problem) of a stream's own events, up to seq `last`."""
+    ) -> tuple[int, Problem | None, bool]:
+        """(events checked, first problem, whether erased) of a stream's events up to `last`.
+
+        An erased stream's chain is checked in full; its encrypted payloads are not decoded.
+        """
         fork = self._backend.get_fork(stream)
         prev_seq, prev_hash, prev_position = 0, GENESIS, 0
         if fork is not None:
@@ -939,35 +1017,54 @@ class Store:
             try:
                 prev_hash = self._record_at(fork.parent, fork.at_seq).hash
             except CorruptionError as exc:
-                return 0, Problem(stream, fork.at_seq, None, str(exc))
+                return 0, Problem(stream, fork.at_seq, None, str(exc)), False
         count = 0
+        erased = False
         while True:
             try:
                 page = self._backend.read(stream, prev_seq + 1, last, limit=PAGE)
             except CorruptionError as exc:
                 # A record the backend cannot even read (a damaged line) is a problem to report.
-                return count, Problem(stream, exc.seq or prev_seq + 1, None, str(exc))
+                return count, Problem(stream, exc.seq or prev_seq + 1, None, str(exc)), erased
             for rec in page:
                 if upto is not None and rec.position > upto:
-                    return count, None  # a stream's positions grow with its seqs
+                    return count, None, erased  # a stream's positions grow with its seqs
                 count += 1
-                problem = self._check_record(rec, prev_seq, prev_hash, prev_position)
+                try:
+                    problem = self._check_record(
+                        rec, prev_seq, prev_hash, prev_position, decode=not erased
+                    )
+                except ErasedError:
+                    erased = True
+                    problem = self._check_record(
+                        rec, prev_seq, prev_hash, prev_position, decode=False
+                    )
                 if problem is not None:
-                    return count, problem
+                    return count, problem, erased
                 prev_seq, prev_hash, prev_position = rec.seq, rec.hash, rec.position
             unindexed = self._backend.id_index_problem(page)
             if unindexed is not None:
                 rec, why = unindexed
-                return count, Problem(stream, rec.seq, rec.id, why)
+                return count, Problem(stream, rec.seq, rec.id, why), erased
             if progress is not None:
                 progress(done + count)
             if len(page) < PAGE:
-                return count, None
+                return count, None, erased
 
     def _check_record(
-        self, rec: Record, prev_seq: int, prev_hash: bytes, prev_position: int
+        self,
+        rec: Record,
+        prev_seq: int,
+        prev_hash: bytes,
+        prev_position: int,
+        *,
+        decode: bool = True,
     ) -> Problem | None:
-        """The problem of one stored record, given the one before it in its stream, if any."""
+        """The problem of one stored record, given the one before it in its stream, if any.
+
+        ErasedError if it is sealed with an erased key (and `decode`): without `decode`, a
+        sealed record's hash is checked but its payload is not opened.
+        """
         if rec.seq != prev_seq + 1:
             return Problem(rec.stream, prev_seq + 1, None, "seq is missing (gap)")
         if rec.position <= prev_position:  # positions grow with seqs in a stream
@@ -979,11 +1076,15 @@ class Store:
                 "the stored position was altered",
             )
         location = self.location
+        codec = self._codec
         try:
-            plain = self._codec.unpack(rec, location)
-            self._codec.decode_data(rec, location)
-            self._codec.decode_meta(rec, location)
-        except CorruptionError as exc:
+            if decode or not rec.codec & ENCRYPTED:
+                codec.decode_data(rec, location)
+                codec.decode_meta(rec, location)
+            else:
+                codec.check_codec(rec, location)
+            hashed = codec.hashed_payload(rec, location)
+        except (CorruptionError, MissingKeyError) as exc:
             return Problem(rec.stream, rec.seq, rec.id, str(exc))
         expected = chain_hash(
             prev_hash,
@@ -996,7 +1097,7 @@ class Store:
             rec.causation_id,
             rec.correlation_id,
             rec.meta,
-            plain,
+            hashed,
         )
         if expected != rec.hash:
             return Problem(
@@ -1068,6 +1169,26 @@ def check_poll_interval(value: object) -> float:
             f"must be a positive number of seconds, got {value!r}", field="poll_interval"
         )
     return seconds
+
+
+def _encryption(
+    key_store: KeyStore | None, keys: str | os.PathLike[str] | None
+) -> Encryption | None:
+    """What seals the store's new events: from a key store, or a key directory (or None)."""
+    if key_store is not None and keys is not None:
+        raise UsageError("give keys (a key directory) or key_store, not both")
+    if keys is not None:
+        if not isinstance(keys, (str, os.PathLike)) or not os.fspath(keys):
+            raise UsageError(f"keys must name a key directory, got {keys!r}")
+        key_store = FileKeyStore(keys)
+    if key_store is None:
+        return None
+    if not isinstance(key_store, KeyStore):
+        raise UsageError(
+            f"key_store must be a KeyStore (get, get_or_create, delete, erased, location), got "
+            f"{type(key_store).__name__}"
+        )
+    return Encryption(key_store)
 
 
 def _repeated_id(encoded: list[Encoded]) -> ValidationError:

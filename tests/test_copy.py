@@ -315,5 +315,7 @@ def test_cli_export(url_of: Callable[[str], str]) -> None:
         "events": 12,
         "same_hashes": False,
         "upcast": 0,
+        "encrypted": 0,
+        "decrypted": 0,
         "target_verified": True,
     }

@@ -360,6 +360,17 @@ class Backend(ABC):
     def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
         """Seqs of the stored snapshots of one projection version on a stream, ascending."""
 
+    def drop_snapshots(self, stream: str) -> int:
+        """Remove every projection snapshot of a stream, durably; how many were removed.
+
+        For erasure (eventlog.encryption): snapshots hold state made from the events. They
+        are caches, so a backend that cannot tell a stream's snapshots from others' may drop
+        those too (they are rebuilt on demand).
+        """
+        from eventlog.errors import UsageError
+
+        raise UsageError(f"{type(self).__name__} cannot drop a stream's snapshots")
+
     def search(
         self, query: str, *, segments: Sequence[Segment] | None = None, limit: int = 50
     ) -> list[SearchHit]:

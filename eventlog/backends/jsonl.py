@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import functools
 import heapq
 import logging
@@ -47,6 +48,7 @@ from eventlog.backends.base import (
 )
 from eventlog.backends.group_commit import GroupQueue, Job
 from eventlog.backends.jsonl_names import is_stem, stem_for
+from eventlog.encryption import ENCRYPTED
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,
@@ -84,8 +86,10 @@ class Line(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     hash: str
     codec: int = 0
     meta: msgspec.Raw = _NO_JSON
+    meta_b64: str | None = None
+    """An encrypted meta map (`codec` has the ENCRYPTED flag), base64."""
     data_b64: str | None = None
-    """A compressed payload (`codec` != 0), base64."""
+    """A compressed or encrypted payload (`codec` != 0), base64."""
     data: msgspec.Raw = _NO_JSON
     """The payload JSON exactly as encoded by the core (the hash covers these bytes); last, so
     a reader can slice it out of the line instead of parsing it twice (see `_decode_line`)."""
@@ -369,7 +373,8 @@ def _line(r: Record, pos: int, end: int) -> Line:
         data=msgspec.Raw(r.data) if r.codec == 0 else _NO_JSON,
         codec=r.codec,
         data_b64=base64.b64encode(r.data).decode() if r.codec else None,
-        meta=msgspec.Raw(r.meta) if r.meta else _NO_JSON,
+        meta=msgspec.Raw(r.meta) if r.meta and not r.codec & ENCRYPTED else _NO_JSON,
+        meta_b64=base64.b64encode(r.meta).decode() if r.meta and r.codec & ENCRYPTED else None,
         causation_id=r.causation_id,
         correlation_id=r.correlation_id,
         hash=r.hash.hex(),
@@ -400,7 +405,7 @@ def _decode_line(raw: bytes) -> tuple[Line, bytes]:
     return line, bytes(data)
 
 
-def _to_record(line: Line, data: bytes, stream: str, position: int) -> Record:
+def _to_record(line: Line, data: bytes, meta: bytes, stream: str, position: int) -> Record:
     return Record(
         line.id,
         stream,
@@ -409,7 +414,7 @@ def _to_record(line: Line, data: bytes, stream: str, position: int) -> Record:
         line.type,
         line.v,
         data,
-        bytes(line.meta),
+        meta,
         line.causation_id,
         line.correlation_id,
         bytes.fromhex(line.hash),
@@ -1264,8 +1269,14 @@ class JSONLBackend(Backend):
     @staticmethod
     def _record(st: _Stream, line: Line, payload: bytes, position: int) -> Record:
         """The record of a decoded line; CorruptionError if its hash is not hex."""
+        meta = bytes(line.meta)
+        if line.meta_b64 is not None:  # an encrypted meta map
+            try:
+                meta = base64.b64decode(line.meta_b64, validate=True)
+            except ValueError as exc:
+                raise _damaged(st, line.seq, f"meta_b64 is not base64: {exc}") from exc
         try:
-            return _to_record(line, payload, st.name, position)
+            return _to_record(line, payload, meta, st.name, position)
         except ValueError as exc:
             raise _damaged(st, line.seq, f"hash is not hex: {exc}") from exc
 
@@ -1594,6 +1605,24 @@ class JSONLBackend(Backend):
         """Remove one snapshot file."""
         path = self._snap_dir(stream) / f"{self._snap_prefix(name, version)}{seq}"
         path.unlink(missing_ok=True)
+
+    def drop_snapshots(self, stream: str) -> int:
+        """Remove a stream's snapshot folder (its files, then the folder; synced)."""
+        folder = self._snap_dir(stream)
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            (folder / name).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError, OSError):
+            folder.rmdir()
+        fd = os.open(folder.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return len(names)
 
     def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
         """Seqs of the snapshot files, ascending.

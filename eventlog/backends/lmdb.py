@@ -609,7 +609,10 @@ def _open_env(path: str, map_size: int, max_readers: int, *, readonly: bool) -> 
                 sync=True,
                 metasync=False,
                 readahead=False,
-                meminit=False,
+                # Zero the unused parts of fresh pages: LMDB would otherwise write whatever the
+                # process's memory held there (an encrypted store's plain payloads, say) into
+                # the file. It costs nothing measurable (appends of 100 events, benchmark data).
+                meminit=True,
             )
         except lmdb.MapResizedError:
             if attempt == _OPEN_ATTEMPTS - 1:
@@ -1306,6 +1309,30 @@ class LMDBBackend(Backend):
         """Drop one snapshot."""
         key = self._snapshot_prefix(stream, name, version) + _U64.pack(seq)
         self._run(lambda txn: txn.delete(key, db=self._snapshots), write=True)
+
+    def drop_snapshots(self, stream: str) -> int:
+        """Remove every snapshot of a stream, synced.
+
+        Snapshots keyed by a digest (a long stream name with a long projection name, see
+        `_snapshot_prefix`) cannot be told apart by stream: they are all dropped (caches).
+        """
+        prefixes = (stream_key(stream), b"\x00\x03")
+
+        def drop(txn: Txn) -> int:
+            cur = txn.cursor(db=self._snapshots)
+            doomed: list[bytes] = []
+            for prefix in prefixes:
+                if not cur.set_range(prefix):
+                    continue
+                for key in cur.iternext(keys=True, values=False):
+                    if not bytes(key).startswith(prefix):
+                        break
+                    doomed.append(bytes(key))
+            for key in doomed:
+                txn.delete(key, db=self._snapshots)
+            return len(doomed)
+
+        return self._run(drop, write=True, sync=True)
 
     def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
         """Seqs of the stored snapshots, ascending (a cursor walk over the key prefix)."""

@@ -174,6 +174,12 @@ class MemoryBackend(Backend):
         with self._lock:
             return sorted(self._snapshots.get((stream, name, version), {}))
 
+    def drop_snapshots(self, stream: str) -> int:
+        """Remove every snapshot of a stream."""
+        with self._lock:
+            keys = [k for k in self._snapshots if k[0] == stream]
+            return sum(len(self._snapshots.pop(k)) for k in keys)
+
     def tamper(self, stream: str, seq: int, data: bytes) -> None:
         """Replace a stored payload underneath the store (for tamper-detection tests)."""
         with self._lock:

@@ -342,6 +342,16 @@ class PostgresBackend(PackedBackend):
         params = (stream, name, version, seq)
         self._write(lambda txn: txn.cur.execute(self._sql.delete_snapshot, params), False)
 
+    def drop_snapshots(self, stream: str) -> int:
+        """Remove every snapshot of a stream (committed with the WAL flushed)."""
+
+        def work(txn: _Txn) -> int:
+            txn.cur.execute(self._sql.drop_snapshots, (stream,))
+            return txn.cur.rowcount
+
+        dropped: int = self._write(work, True)
+        return dropped
+
     # -- reads -----------------------------------------------------------------------------
 
     def read_packed(
@@ -660,6 +670,7 @@ class _Statements:
             f"DELETE FROM {s}.snapshots WHERE stream = %s AND name = %s AND version = %s "
             "AND seq = %s"
         ).encode()
+        self.drop_snapshots = f"DELETE FROM {s}.snapshots WHERE stream = %s".encode()
         self.get_snapshot = (
             f"SELECT seq, data FROM {s}.snapshots WHERE stream = %s AND name = %s "
             "AND version = %s AND seq <= %s ORDER BY seq DESC LIMIT 1"

@@ -612,6 +612,15 @@ class SQLiteBackend(PackedBackend):
 
         self._write(work, Durability.BATCH)
 
+    def drop_snapshots(self, stream: str) -> int:
+        """Remove every snapshot of a stream, synced."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM snapshots WHERE stream = ?", (stream,)).rowcount
+
+        dropped: int = self._write(work, Durability.FSYNC)
+        return dropped
+
     def snapshot_seqs(self, stream: str, name: str, version: int) -> list[int]:
         """Seqs of the stored snapshots, ascending (through the primary key)."""
         rows = self._query(

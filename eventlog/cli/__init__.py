@@ -7,6 +7,7 @@ from eventlog.cli import (  # noqa: F401 - registers commands
     copy_cmds,
     core_cmds,
     create_cmds,
+    key_cmds,
     provider_cmds,
     render_cmds,
     window_cmds,

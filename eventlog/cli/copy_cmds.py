@@ -25,13 +25,21 @@ _LABELS: dict[Phase, str] = {
 @click.argument("target", metavar="TARGET_URL")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--decrypt",
+    is_flag=True,
+    help="Store encrypted events unencrypted in a target without a key store.",
+)
 @click.pass_context
-def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> None:
+def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool, decrypt: bool) -> None:
     """Copy every event and fork of the store into TARGET_URL, a new empty store.
 
     Ids, seqs, times, meta and forks are kept. Between stores of one payload format the hashes
     are the source's; between formats (e.g. SQLite to JSONL) the copy has its own hash chain.
-    The source is verified first and the target verified after; exit 1 on any problem.
+    Encrypted events keep ciphertext and hashes when TARGET_URL has the same key directory
+    (?keys=DIR); with another one they are encrypted again (new hashes), and a target without
+    one takes them only with --decrypt. The source is verified first and the target verified
+    after; exit 1 on any problem.
     """
     source = open_store(ctx)
     if in_process(target):
@@ -56,22 +64,31 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool) -> N
 
     with bar:
         if store_exists(target):
-            report = copy_store(source, open_target(), progress=progress)
+            report = copy_store(source, open_target(), progress=progress, decrypt=decrypt)
         else:  # checked on a stand-in first: a refused copy leaves no new store behind
             with rehearsal(target) as trial:
-                report = copy_store(source, open_target, progress=progress, rehearse=trial)
+                report = copy_store(
+                    source, open_target, progress=progress, rehearse=trial, decrypt=decrypt
+                )
         dest = opened[0]
         check = dest.verify()
     if as_json:
         emit_json({**msgspec.to_builtins(report), "target_verified": check.ok})
     else:
-        hashes = "the source's" if report.same_hashes else "a new chain (other payload format)"
+        if report.same_hashes:
+            hashes = "the source's"
+        elif source.codec.format != dest.codec.format:
+            hashes = "a new chain (other payload format)"
+        else:
+            hashes = "a new chain from the first event encrypted or decrypted anew"
         console.print(
             escape(
                 f"copied {count(report.events, 'event')} in {count(report.streams, 'stream')} "
                 f"({count(report.forks, 'fork')}) "
                 f"to {dest.location}; hashes: {hashes}"
                 + (f"; {report.upcast} upcast to their current schema" if report.upcast else "")
+                + (f"; {count(report.encrypted, 'event')} encrypted" if report.encrypted else "")
+                + (f"; {count(report.decrypted, 'event')} decrypted" if report.decrypted else "")
             ),
             highlight=False,
         )

@@ -110,6 +110,7 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool, quiet: boo
                 "streams": report.streams,
                 "events": report.events,
                 "problems": [msgspec.to_builtins(p) for p in report.problems],
+                "erased": report.erased,
             }
         )
     else:
@@ -117,6 +118,11 @@ def verify_cmd(ctx: click.Context, stream: str | None, as_json: bool, quiet: boo
             console.print(
                 f"[red]{escape(p.stream)} seq {p.seq}[/red] "
                 f"({escape(str(p.event_id))}): {escape(p.message)}"
+            )
+        for name in report.erased:
+            console.print(
+                escape(f"{name}: erased (its key was deleted; hash chain checked)"),
+                highlight=False,
             )
         status = "[green]ok[/green]" if report.ok else "[red]FAILED[/red]"
         checked = f"{count(report.events, 'event')} in {count(report.streams, 'stream')}"
@@ -161,6 +167,7 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
     console.print(
         f"payloads: {_bytes(stats.stored_bytes)} stored ({per_event:,.0f} B per event), "
         f"{stats.compressed:,} compressed"
+        + (f", {stats.encrypted:,} encrypted" if stats.encrypted else "")
     )
     if stats.disk_bytes is not None:
         console.print(f"on disk: {_bytes(stats.disk_bytes)}")

@@ -21,7 +21,14 @@ from typing import Generic
 
 import msgspec
 
-from eventlog.errors import StreamNotFoundError, UsageError, ValidationError
+from eventlog.encryption import SNAPSHOT_MAGIC, open_snapshot, seal_snapshot
+from eventlog.errors import (
+    ErasedError,
+    MissingKeyError,
+    StreamNotFoundError,
+    UsageError,
+    ValidationError,
+)
 from eventlog.events import EventData, RecordedEvent
 from eventlog.projections.base import Projection, S
 from eventlog.projections.state import ConversationProjection, ConversationState, Policy
@@ -208,12 +215,19 @@ class Runner(Generic[S]):
         blob = msgspec.msgpack.encode(
             _Envelope(proj.name, proj.version, seq, _digest(payload), payload, stream, event_hash)
         )
+        encryption = self.store.codec.encryption
+        if encryption is not None:  # state made from sealed events is sealed as well
+            blob = seal_snapshot(encryption, self._lineage(stream), seq, proj.name, blob)
         backend = self.store.backend
         backend.save_snapshot(stream, proj.name, proj.version, seq, blob)
         keep = self.keep_snapshots
         if keep is not None:
             for old in backend.snapshot_seqs(stream, proj.name, proj.version)[:-keep]:
                 backend.delete_snapshot(stream, proj.name, proj.version, old)
+
+    def _lineage(self, stream: str) -> list[str]:
+        """The stream and its ancestors: whose events a snapshot of it was made from."""
+        return [stream, *(name for name, _ in self.store.ancestry(stream))]
 
     def _candidates(self, stream: str, end: int) -> dict[str, int]:
         """Streams whose snapshots are valid for `stream` at seqs <= their limit."""
@@ -248,6 +262,8 @@ class Runner(Generic[S]):
             origin, seq, blob = best
             try:
                 state = self._decode(blob, origin, stream, seq)
+            except (ErasedError, MissingKeyError):
+                raise  # as reading the events themselves would
             except Exception as exc:  # anything that does not decode is never trusted
                 message = (
                     f"discarded corrupt snapshot of projection {proj.name!r} v{proj.version} "
@@ -268,6 +284,9 @@ class Runner(Generic[S]):
         replaced since it was taken.
         """
         proj = self.projection
+        if blob.startswith(SNAPSHOT_MAGIC):
+            encryption = self.store.codec.encryption
+            blob = open_snapshot(encryption, self._lineage(origin), seq, proj.name, blob)
         env = _envelope_decoder.decode(blob)
         if (env.name, env.version, env.seq) != (proj.name, proj.version, seq):
             raise ValueError(

@@ -82,6 +82,23 @@ class TestPostgresCompressed(TestPostgres):
         assert [r.codec for r in store.backend.read("s", 1, None)] == [1, 1]
 
 
+class TestPostgresEncrypted(TestPostgres):
+    """The suite again with a key directory: every payload and meta sealed (codec 16)."""
+
+    test_crash_harness = None  # run with encryption on SQLite: keys are made the same way
+
+    @pytest.fixture
+    def fresh_url(self, fresh_schema: Schemas, tmp_path: Path) -> FreshURL:
+        pytest.importorskip("cryptography")
+        return lambda: url_for(fresh_schema(), keys=str(tmp_path / "keys"))
+
+    def test_payloads_and_meta_are_stored_sealed(self, store: el.Store) -> None:
+        store.append("s", [el.Event(data=el.Checkpoint(label="c"), meta={"who": "me"})])
+        (rec,) = store.backend.read("s", 1, None)
+        assert rec.codec == 16 and b"who" not in rec.meta
+        assert next(iter(store.read("s"))).meta == {"who": "me"}
+
+
 # -- several processes, crashes ------------------------------------------------------------------
 
 
