@@ -26,6 +26,8 @@ from eventlog.projections.overflow import context_overflow
 from eventlog.projections.providers.render import render
 from eventlog.projections.window_types import Window
 from tests.fake_provider import (
+    ANTHROPIC_REPLY,
+    CHAT_REPLY,
     FakeProvider,
     Recorded,
     Reply,
@@ -44,27 +46,6 @@ def fake_provider(server: FakeProvider) -> FakeProvider:
     server.replies.clear()
     server.handlers.clear()
     return server
-
-
-MESSAGES_REPLY = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-x",
-    "content": [{"type": "text", "text": "ok"}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 1, "output_tokens": 1},
-}
-CHAT_REPLY = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-x",
-    "choices": [
-        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}
-    ],
-}
 
 
 def anthropic_overflow(tokens: int, limit: int) -> dict[str, Any]:
@@ -292,7 +273,7 @@ def _call_anthropic(client: Any) -> Any:
 
 
 def test_an_overflow_compacts_and_the_retry_succeeds(fake_provider: FakeProvider) -> None:
-    fake_provider.respond("/v1/messages", limited(2500, MESSAGES_REPLY, anthropic_overflow))
+    fake_provider.respond("/v1/messages", limited(2500, ANTHROPIC_REPLY, anthropic_overflow))
     client = anthropic_client(fake_provider)
     with el.open("memory://") as store:
         _history(store, "c", 12)
@@ -337,7 +318,7 @@ def test_with_nothing_left_to_compact_the_budget_shrinks(fake_provider: FakeProv
 
 
 def test_giving_up_says_why_and_keeps_the_cause(fake_provider: FakeProvider) -> None:
-    fake_provider.respond("/v1/messages", limited(10, MESSAGES_REPLY, anthropic_overflow))
+    fake_provider.respond("/v1/messages", limited(10, ANTHROPIC_REPLY, anthropic_overflow))
     client = anthropic_client(fake_provider)
     with el.open("memory://") as store:
         _history(store, "c", 3)
@@ -371,7 +352,7 @@ def test_other_errors_propagate_at_once(fake_provider: FakeProvider) -> None:
 
 
 def test_a_window_that_is_due_is_compacted_before_the_call(fake_provider: FakeProvider) -> None:
-    fake_provider.reply("/v1/messages", json=MESSAGES_REPLY)
+    fake_provider.reply("/v1/messages", json=ANTHROPIC_REPLY)
     client = anthropic_client(fake_provider)
     with el.open("memory://") as store:
         _history(store, "c", 12)
@@ -383,7 +364,7 @@ def test_a_window_that_is_due_is_compacted_before_the_call(fake_provider: FakePr
 
 
 def test_compact_and_retry_async(fake_provider: FakeProvider) -> None:
-    fake_provider.respond("/v1/messages", limited(2500, MESSAGES_REPLY, anthropic_overflow))
+    fake_provider.respond("/v1/messages", limited(2500, ANTHROPIC_REPLY, anthropic_overflow))
 
     async def main() -> None:
         client = anthropic.AsyncAnthropic(base_url=fake_provider.url, api_key="t", max_retries=0)
@@ -449,7 +430,9 @@ def test_the_shrink_leaves_the_reply_its_room(fake_provider: FakeProvider, path:
         if prompt + reply > limit:
             fake_provider.reply(path, status=400, json=body(prompt))
         else:
-            fake_provider.reply(path, json=MESSAGES_REPLY if path == "/v1/messages" else CHAT_REPLY)
+            fake_provider.reply(
+                path, json=ANTHROPIC_REPLY if path == "/v1/messages" else CHAT_REPLY
+            )
         if path == "/v1/messages":
             return anthropic_client(fake_provider).messages.create(
                 model="claude-x", max_tokens=reply, messages=[{"role": "user", "content": "hi"}]
@@ -469,7 +452,7 @@ def test_the_shrink_leaves_the_reply_its_room(fake_provider: FakeProvider, path:
 def test_a_window_that_cannot_shrink_enough_gives_up_with_the_providers_error(
     fake_provider: FakeProvider,
 ) -> None:
-    fake_provider.respond("/v1/messages", limited(5, MESSAGES_REPLY, anthropic_overflow))
+    fake_provider.respond("/v1/messages", limited(5, ANTHROPIC_REPLY, anthropic_overflow))
     client = anthropic_client(fake_provider)
     with el.open("memory://") as store:
         _history(store, "c", 2)

@@ -21,6 +21,9 @@ from pydantic import TypeAdapter, ValidationError
 from eventlog.projections.providers.render import render
 from tests import render_windows as rw
 from tests.fake_provider import (
+    ANTHROPIC_REPLY,
+    CHAT_REPLY,
+    RESPONSES_REPLY,
     FakeProvider,
     anthropic_client,
     fake_provider_fixture,
@@ -28,49 +31,6 @@ from tests.fake_provider import (
 )
 
 fake_provider = pytest.fixture(scope="module")(fake_provider_fixture)
-
-CHAT_REPLY = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": "gpt-x",
-    "choices": [
-        {
-            "index": 0,
-            "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "ok"},
-        }
-    ],
-}
-RESPONSES_REPLY = {
-    "id": "resp_1",
-    "object": "response",
-    "created_at": 1,
-    "model": "gpt-x",
-    "status": "completed",
-    "output": [
-        {
-            "type": "message",
-            "id": "msg_1",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "ok", "annotations": []}],
-        }
-    ],
-    "parallel_tool_calls": True,
-    "tool_choice": "auto",
-    "tools": [],
-}
-ANTHROPIC_REPLY = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-x",
-    "content": [{"type": "text", "text": "ok"}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 1, "output_tokens": 1},
-}
 
 WINDOWS = {
     **{name: make() for name, make in rw.SCENARIOS.items()},

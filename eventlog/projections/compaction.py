@@ -487,6 +487,9 @@ class _Compactor:
         self.raced: EventlogError | None = None
         self._made: tuple[tuple[object, ...], str] | None = None
         """The last summary made, with what it summarized: reused if a new plan is the same."""
+        self._counted: tuple[CompactionPlan, int] | None = None
+        self._summary_tokens = 0
+        """Tokens of the last summary `event` made (the one `done` reports)."""
 
     def plan(self, events: Sequence[RecordedEvent], stream: str) -> CompactionPlan | None:
         return plan_compaction(events, keep_last=self.policy.keep_last, stream=stream)
@@ -500,9 +503,14 @@ class _Compactor:
             return self._made[1]
         return None
 
-    def ask(self, plan: CompactionPlan) -> tuple[SummaryRequest, int]:
-        replaced = replaced_tokens(plan, self.counter)
-        return plan.request(summary_room(self.policy, replaced)), replaced
+    def replaced(self, plan: CompactionPlan) -> int:
+        """`replaced_tokens` of a plan, counted once per plan."""
+        if self._counted is None or self._counted[0] is not plan:
+            self._counted = (plan, replaced_tokens(plan, self.counter))
+        return self._counted[1]
+
+    def ask(self, plan: CompactionPlan) -> SummaryRequest:
+        return plan.request(summary_room(self.policy, self.replaced(plan)))
 
     def event(self, plan: CompactionPlan, summary: object) -> Event | CompactionResult:
         """The compaction event to append, or the result saying why there is none."""
@@ -515,7 +523,8 @@ class _Compactor:
         data = Compaction(
             first_seq=plan.first_seq, last_seq=plan.last_seq, summary=summary, summarizer=self.name
         )
-        tokens, replaced = self.counter.count_event(data), replaced_tokens(plan, self.counter)
+        tokens, replaced = self.counter.count_event(data), self.replaced(plan)
+        self._summary_tokens = tokens
         if tokens >= replaced:
             return CompactionResult(
                 outcome="not_shorter", plan=plan, summary_tokens=tokens, replaced_tokens=replaced
@@ -529,8 +538,8 @@ class _Compactor:
             outcome="compacted",
             plan=plan,
             event=event,
-            summary_tokens=self.counter.count_event(data),
-            replaced_tokens=replaced_tokens(plan, self.counter),
+            summary_tokens=self._summary_tokens,
+            replaced_tokens=self.replaced(plan),
         )
         log.debug(
             "stream %r: compacted seqs %d..%d (%d tokens) into seq %d (%d tokens)",
@@ -584,7 +593,7 @@ def compact(
             return job.nothing()
         summary: object = job.made(plan)
         if summary is None:
-            summary = job.summarizer(job.ask(plan)[0])
+            summary = job.summarizer(job.ask(plan))
             if inspect.isawaitable(summary):
                 _close(summary)
                 raise UsageError(f"summarizer {job.name} is async: use compact_async")
@@ -616,7 +625,7 @@ async def compact_async(
             return job.nothing()
         summary: object = job.made(plan)
         if summary is None:
-            summary = job.summarizer(job.ask(plan)[0])
+            summary = job.summarizer(job.ask(plan))
             if inspect.isawaitable(summary):
                 summary = await summary
         event = job.event(plan, summary)
