@@ -17,9 +17,11 @@ from eventlog.projections.compaction import (
     CompactionPolicy,
     ExtractiveSummarizer,
     SummaryRequest,
+    _Range,
     compact,
     compact_async,
     plan_compaction,
+    shown_ranges,
     summarizer_name,
 )
 from eventlog.projections.tokens import get_counter
@@ -595,3 +597,62 @@ def test_due_ignores_what_is_left_out_by_design(store: el.Store) -> None:
     tight = context_window(store, "c", budget=300, strategy="drop_oldest")
     assert tight.report is not None and tight.report.dropped > 1
     assert policy.due(tight)
+
+
+def test_due_ignores_a_draft_instruction_whatever_the_report_lists(store: el.Store) -> None:
+    store.append(
+        "c", [el.SystemInstructionSet(text="draft"), el.SystemInstructionSet(text="final")]
+    )
+    _turns(store, "c", 6)
+    policy = CompactionPolicy()
+    for entries in ("window", "all"):
+        window = context_window(store, "c", budget=HUGE, entries=entries)
+        assert window.report is not None
+        assert (window.report.dropped, window.report.superseded) == (1, 1)
+        assert not policy.due(window), entries
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversations, st.integers(0, 3000), st.sampled_from(["drop_oldest", "summary_aware"]))
+def test_property_due_does_not_depend_on_the_rows_listed(
+    history: list[el.EventData], budget: int, strategy: str
+) -> None:
+    with el.open("memory://") as store:
+        store.append("s", history)
+        events = list(store.read("s"))
+    policy = CompactionPolicy(trigger=1.0)
+    roomy = context_window(events, "s", budget=HUGE, strategy=strategy, entries="all")
+    assert roomy.report is not None
+    # with room for everything, only instructions that never took effect are left out
+    assert roomy.report.dropped == roomy.report.superseded
+    never = [e for e in roomy.report.entries if e.fate == "dropped"]
+    assert all(e.kind == "system_instruction" for e in never)
+    try:
+        full = context_window(events, "s", budget=budget, strategy=strategy, entries="all")
+        listed = context_window(events, "s", budget=budget, strategy=strategy, entries="window")
+    except el.WindowTooSmallError:
+        return
+    assert full.report is not None and listed.report is not None
+    assert full.report.superseded == listed.report.superseded == roomy.report.superseded
+    assert policy.due(full) == policy.due(listed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(0, 15), st.booleans()), max_size=30))
+def test_property_shown_ranges_are_the_ones_no_later_range_supersedes(
+    spans: list[tuple[int, int, bool]],
+) -> None:
+    history: list[el.EventData] = []
+    for first, length, message_before in spans:
+        if message_before:
+            history.append(el.ModelInput.from_text("hi"))
+        history.append(el.Compaction(first_seq=first, last_seq=first + length, summary="s"))
+    with el.open("memory://") as store:
+        if history:
+            store.append("s", history)
+            events = list(store.read("s"))
+        else:
+            events = []
+    ranges = [_Range(e) for e in events if isinstance(e.data, el.Compaction)]
+    naive = [r for r in ranges if not any(o.supersedes(r) for o in ranges)]
+    assert shown_ranges(ranges) == naive

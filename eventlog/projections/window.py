@@ -401,6 +401,8 @@ class WindowBuilder:
         self._instruction: _Entry | None = None
         self._instruction_last = False
         """Whether the latest event shown is the current instruction (a next one supersedes it)."""
+        self._superseded = 0
+        """Instructions left out because another followed before they took effect."""
         self._system_tokens = 0
         self._tools: tuple[ToolSpec, ...] = ()
         self._tools_tokens = 0
@@ -558,6 +560,8 @@ class WindowBuilder:
         others keep the instruction in force when the conversation opens), so the window neither
         shows nor counts it; its report row says dropped.
         """
+        if unit.active and unit.covered_by is None:
+            self._superseded += 1
         key = (unit.slot, unit.entries[0].seq)
         i = bisect.bisect_left(self._active, key)
         if i < len(self._active) and self._active[i] == key:
@@ -834,6 +838,7 @@ class WindowBuilder:
             downgraded=n_down,
             summarised=summarised,
             dropped=len(self._all) - n_kept - n_down - summarised,
+            superseded=self._superseded,
             system_tokens=self._system_tokens,
             tools_tokens=self._tools_tokens,
             live_screen_tokens=screen_tokens,

@@ -76,6 +76,9 @@ class WindowReport(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Entries a compaction summary stands in for."""
     dropped: int = 0
     """Entries left out."""
+    superseded: int = 0
+    """Instructions left out because another followed before they took effect (counted in
+    `dropped` too): dropped whatever the budget, so no sign the history outgrew it."""
     system_tokens: int = 0
     """Tokens of the current system instruction (included in `tokens`)."""
     tools_tokens: int = 0
