@@ -6,6 +6,7 @@ import importlib
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import warnings
@@ -17,6 +18,7 @@ import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 import eventlog
 from eventlog.connect import in_process, other_store_at, rehearsal, store_exists
@@ -189,8 +191,16 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-console = _Console()
+console = _Console(soft_wrap=True)
+"""stdout. Lines are never broken at the console's width (80 columns when piped): a script
+reading them, or `grep`, sees each message whole. Tables keep a layout (`print_table`)."""
 err_console = Console(stderr=True)
+"""stderr: progress bars (which must fit the terminal) and messages (printed soft-wrapped)."""
+
+
+def print_table(table: Table) -> None:
+    """Print `table` on stdout, laid out to the console's width (its cells wrap)."""
+    console.print(table, soft_wrap=False)
 
 
 def count(n: int, noun: str) -> str:
@@ -246,7 +256,11 @@ def _closed_pipe(ctx: click.Context) -> None:
 
 
 def _fail(ctx: click.Context, kind: str, message: str) -> None:
-    err_console.print(f"[red]error:[/red] {kind}: {escape(message)}", highlight=False)
+    """Print the error as one line on stderr (a driver's message may span several) and exit 1."""
+    one_line = re.sub(r"\s*\n\s*", " ", message.strip())
+    err_console.print(
+        f"[red]error:[/red] {kind}: {escape(one_line)}", highlight=False, soft_wrap=True
+    )
     ctx.exit(1)
 
 

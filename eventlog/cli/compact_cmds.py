@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.markup import escape
 
 from eventlog.cli.app import cli, console, emit_json, open_store
@@ -124,6 +125,8 @@ def compact_cmd(
     The summary is a deterministic extract unless --summary gives one. Prints the range
     compacted, or why nothing was.
     """
+    if budget is None and ctx.get_parameter_source("trigger") is ParameterSource.COMMANDLINE:
+        raise click.BadParameter("only means something with --budget", param_hint="--trigger")
     policy = CompactionPolicy(
         trigger=trigger, keep_last=keep_last, max_summary_tokens=max_summary_tokens
     )
@@ -163,14 +166,16 @@ def compact_cmd(
             f"no input, output or tool result before the newest {keep_last} messages that a "
             "compaction does not already cover",
         )
-        console.print(f"nothing to compact in {escape(stream)!r}: {why}", highlight=False)
+        console.print(escape(f"nothing to compact in {stream!r}: {why}"), highlight=False)
         return
     plan = result.plan
     console.print(
-        f"compacted {escape(stream)!r} seqs {plan.first_seq}..{plan.last_seq} "
-        f"({result.replaced_tokens} tokens) into seq {result.event.seq} "
-        f"({result.summary_tokens} tokens)"
-        + (f", superseding seqs {_seqs(plan)}" if plan.previous else ""),
+        escape(
+            f"compacted {stream!r} seqs {plan.first_seq}..{plan.last_seq} "
+            f"({result.replaced_tokens} tokens) into seq {result.event.seq} "
+            f"({result.summary_tokens} tokens)"
+            + (f", superseding seqs {_seqs(plan)}" if plan.previous else "")
+        ),
         highlight=False,
     )
 

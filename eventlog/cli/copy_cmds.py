@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 import msgspec
 from rich.markup import escape
-from rich.progress import TaskID
+from rich.progress import Progress, TaskID
 
 import eventlog
 from eventlog.cli.app import cli, console, count, emit_json, open_store, progress_bar
 from eventlog.connect import in_process, rehearsal, store_exists
 from eventlog.copy import Phase, copy_store
 from eventlog.errors import UsageError
-from eventlog.store import Store
+from eventlog.store import Store, VerifyReport
 
 _LABELS: dict[Phase, str] = {
     "verify": "verifying the source",
@@ -71,7 +71,7 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool, decr
                     source, open_target, progress=progress, rehearse=trial, decrypt=decrypt
                 )
         dest = opened[0]
-        check = dest.verify()
+        check = _verify_copy(dest, bar)
     if as_json:
         emit_json({**msgspec.to_builtins(report), "target_verified": check.ok})
     else:
@@ -96,3 +96,9 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool, decr
         console.print(f"verify target: {status} ({check.events} events)")
     if not check.ok:
         ctx.exit(1)
+
+
+def _verify_copy(dest: Store, bar: Progress) -> VerifyReport:
+    """Verify the new store, on the bar: it reads every event again, as long as the copy."""
+    task = bar.add_task("verifying the copy", total=dest.head_position() or None)
+    return dest.verify(progress=lambda done: bar.update(task, completed=done))

@@ -19,6 +19,7 @@ from eventlog.cli.app import (
     emit_json,
     expected_seq_option,
     open_store,
+    print_table,
     progress_bar,
     store_url,
 )
@@ -27,7 +28,7 @@ from eventlog.errors import EventlogError, ValidationError
 from eventlog.event_json import event_from_json
 from eventlog.events import Event, RecordedEvent
 from eventlog.stats import store_stats
-from eventlog.store import ExpectedSeq, Store
+from eventlog.store import MAX_SEQ, ExpectedSeq, Store
 from eventlog.text import event_text
 
 
@@ -59,7 +60,7 @@ def demo_cmd(ctx: click.Context) -> None:
         table.add_row(
             str(event.seq), str(event.position), escape(event.type), escape(_preview(event))
         )
-    console.print(table)
+    print_table(table)
     retry = f"{stream}-retry"
     ancestry = " -> ".join(f"{name}@{seq}" for name, seq in store.ancestry(retry))
     console.print(escape(f"fork {retry}: {ancestry} -> {store.stream_info(retry).last_seq} events"))
@@ -85,7 +86,7 @@ def streams_cmd(ctx: click.Context, as_json: bool) -> None:
     for i in infos:
         fork_of = escape(f"{i.parent}@{i.at_seq}") if i.parent else ""
         table.add_row(escape(i.stream), str(i.last_seq), fork_of)
-    console.print(table)
+    print_table(table)
 
 
 @cli.command("verify")
@@ -177,7 +178,7 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
             table.add_column(column, justify="left" if column == "type" else "right")
         for kind in stats.kinds:
             table.add_row(escape(kind.type), f"{kind.events:,}", _bytes(kind.stored_bytes))
-        console.print(table)
+        print_table(table)
 
 
 def _when(ts: int) -> str:
@@ -200,7 +201,13 @@ def _bytes(n: int) -> str:
     default=None,
     help="Search one stream (a fork with the prefix it shares with its parent).",
 )
-@click.option("--limit", default=20, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=MAX_SEQ),
+    default=20,
+    show_default=True,
+    help="Most hits shown, best first.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def search_cmd(
@@ -211,8 +218,9 @@ def search_cmd(
     if as_json:
         emit_json([msgspec.to_builtins(h) for h in hits])
         return
-    for h in hits:
-        console.print(escape(f"{h.stream}@{h.seq}  {h.snippet}"), highlight=False)
+    for h in hits:  # one line each: the snippet's line breaks are the event text's
+        snippet = " ".join(h.snippet.split())
+        console.print(escape(f"{h.stream}@{h.seq}  {snippet}"), highlight=False)
 
 
 class _Lines:

@@ -80,5 +80,6 @@ def erase_cmd(ctx: click.Context, stream: str, yes: bool, as_json: bool) -> None
                 "them needs a copy of the store without them"
             ),
             highlight=False,
+            soft_wrap=True,
         )
         ctx.exit(1)

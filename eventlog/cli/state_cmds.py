@@ -12,7 +12,15 @@ from click.core import ParameterSource
 from rich.markup import escape
 from rich.table import Table
 
-from eventlog.cli.app import cli, console, emit_json, json_bytes, open_store, write_out
+from eventlog.cli.app import (
+    cli,
+    console,
+    emit_json,
+    json_bytes,
+    open_store,
+    print_table,
+    write_out,
+)
 from eventlog.event_json import event_to_json
 from eventlog.events import (
     Checkpoint,
@@ -217,7 +225,7 @@ def _print_state(stream: str, state: ConversationState, tail: int) -> None:
         )
     for w in state.warnings:
         table.add_row("[yellow]warning[/yellow]", escape(f"seq {w.seq}: {w.message}"))
-    console.print(table)
+    print_table(table)
     entries: list[MessageEntry] = state.messages[max(0, len(state.messages) - tail) :]
     for entry in entries:
         console.print(

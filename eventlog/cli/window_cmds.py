@@ -10,7 +10,7 @@ import msgspec
 from rich.markup import escape
 from rich.table import Table
 
-from eventlog.cli.app import cli, console, emit_json, open_store
+from eventlog.cli.app import cli, console, emit_json, open_store, print_table
 from eventlog.cli.state_cmds import describe
 from eventlog.projections.tokens import COUNTER_NAMES
 from eventlog.projections.window import STRATEGIES, context_window
@@ -115,7 +115,7 @@ def window_cmd(
         if item is not None and item.live_screen:
             content += f" [+live screen: {', '.join(w for w, _ in item.live_screen)}]"
         table.add_row(str(e.seq), e.kind, e.fate, e.level, str(e.tokens), escape(content))
-    console.print(table)
+    print_table(table)
     calibration = f", calibration {report.calibration}" if report.calibration else ""
     console.print(
         f"{report.tokens} / {report.budget} tokens ({report.strategy}, counter "
