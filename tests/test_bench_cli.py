@@ -177,3 +177,12 @@ def test_sqlite_data_bytes_leaves_out_the_wal(tmp_path: Path) -> None:
         open_size = sqlite_data_bytes(path)
     assert not wal.exists() or wal.stat().st_size == 0
     assert open_size == path.stat().st_size
+
+
+def test_saved_paths_print_as_written(ran: list[runner.Options], tmp_path: Path) -> None:
+    where = tmp_path / "[b]runs"
+    where.mkdir()
+    res = _bench("--json", str(where / "[red]x.json"))
+    assert res.exit_code == 0, res.output
+    assert f"results saved to {where / '[red]x.json'}" in " ".join(res.stderr.split())
+    assert (where / "[red]x.json").exists()

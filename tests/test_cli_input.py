@@ -227,3 +227,32 @@ def test_json_output_refuses_keys_json_would_turn_into_strings(tmp_path: Path) -
         code, out, err = run(url, "log", stream, "--json")
         assert code == 1 and out == "", err
         assert f"stream {stream!r} seq 1 holds the {key}, which JSON" in one_line(err), err
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "jsonl"])
+def test_empty_input_is_refused_and_creates_no_store(tmp_path: Path, scheme: str) -> None:
+    where = tmp_path / "stores"
+    where.mkdir()
+    url = f"sqlite:///{where}/s.db" if scheme == "sqlite" else f"{scheme}://{where}/s"
+    code, out, err = run(url, "append", "s", input="\n  \n")
+    assert (code, out) == (1, "") and "stdin holds no events: nothing to append" in err, err
+    code, out, err = run(url, "import", "c", "-", "--format", "openai-chat", input="[]")
+    assert (code, out) == (1, "") and "holds no messages: nothing to import" in err, err
+    assert list(where.iterdir()) == []
+    assert run(url, "append", "s", input=CHECKPOINT + "\n")[0] == 0
+    # with an expectation, an empty append checks it and writes nothing
+    code, out, err = run(url, "append", "s", "--expected-seq", "1", input="")
+    assert (code, out.strip()) == (0, "[]"), err
+    code, _, err = run(url, "append", "s", "--expected-seq", "2", input="")
+    assert code == 1 and "ConcurrencyError" in err, err
+    with el.open(url) as store:
+        assert [e.seq for e in store.read("s")] == [1]
+
+
+def test_log_refuses_a_range_that_ends_before_it_starts(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/s.db"
+    assert run(url, "append", "s", input=CHECKPOINT + "\n" + CHECKPOINT + "\n")[0] == 0
+    code, out, err = run(url, "log", "s", "--from", "2", "--to", "1")
+    assert (code, out) == (2, "") and "1 is below --from 2" in one_line(err), err
+    code, out, _ = run(url, "log", "s", "--from", "2", "--to", "2")
+    assert code == 0 and len(out.splitlines()) == 1

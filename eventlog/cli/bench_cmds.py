@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from eventlog.bench.common import FULL, QUICK, SIZES, optional_module
@@ -67,7 +68,9 @@ def bench_cmd(
         sizes=sizes,
         backends=backends or runner.BACKENDS,
         peers=not no_peers,
-        progress=lambda line: err_console.print(f"[dim]bench[/dim] {line}", highlight=False),
+        progress=lambda line: err_console.print(
+            f"[dim]bench[/dim] {escape(line)}", highlight=False
+        ),
         workdir=workdir,
         command=_command_line(quick, size, backends, no_peers, json_path, plot_path, md_path),
     )
@@ -75,17 +78,25 @@ def bench_cmd(
     table = runner.render_table(result)
     _table_console(table).print(table)
     if result.get("workdir"):
-        err_console.print(f"scratch stores kept in {result['workdir']}", highlight=False)
+        err_console.print(
+            f"scratch stores kept in {escape(str(result['workdir']))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if json_path is not None:
         json_path.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
-        err_console.print(f"results saved to {json_path}")
+        err_console.print(
+            f"results saved to {escape(str(json_path))}", highlight=False, soft_wrap=True
+        )
     if md_path is not None:
         md_path.write_text(runner.to_markdown(result))
     if plot_path is not None:
         from eventlog.bench.plot import plot
 
         plot(result, plot_path)
-        err_console.print(f"plot saved to {plot_path}")
+        err_console.print(
+            f"plot saved to {escape(str(plot_path))}", highlight=False, soft_wrap=True
+        )
 
 
 TABLE_WIDTH = 180

@@ -28,7 +28,7 @@ from eventlog.errors import EventlogError, ValidationError
 from eventlog.event_json import event_from_json
 from eventlog.events import Event, RecordedEvent
 from eventlog.stats import store_stats
-from eventlog.store import MAX_SEQ, ExpectedSeq, Store
+from eventlog.store import ANY, MAX_SEQ, ExpectedSeq, Store
 from eventlog.text import event_text
 
 
@@ -264,6 +264,9 @@ def append_cmd(ctx: click.Context, stream: str, source: Any, expected_seq: Expec
     wrong type) fails the whole append, naming the file and line.
     """
     given = _Lines(source)
+
+    if not given.events and expected_seq == ANY:  # (with an expectation, it checks that)
+        raise ValidationError(f"{given.name} holds no events: nothing to append")
 
     def write(store: Store) -> list[RecordedEvent]:
         try:

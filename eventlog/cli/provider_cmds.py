@@ -7,6 +7,7 @@ from typing import Any, TextIO
 import click
 
 from eventlog.cli.app import cli, emit_json, expected_seq_option, open_store
+from eventlog.errors import ValidationError
 from eventlog.events import (
     Event,
     RecordedEvent,
@@ -48,7 +49,10 @@ def import_cmd(
     body = decode_json(file.read(), f"{fmt} history {getattr(file, 'name', '-')}")
 
     def write(store: Store) -> list[RecordedEvent]:
-        return import_history(store, stream, fmt, body, expected_seq=expected_seq)
+        records = import_history(store, stream, fmt, body, expected_seq=expected_seq)
+        if not records:  # (raised in the rehearsal first: no empty store is left behind)
+            raise ValidationError(f"the {fmt} history holds no messages: nothing to import")
+        return records
 
     records = write(open_store(ctx, create=True, rehearse=write))
     emit_json(_written(stream, records))

@@ -94,6 +94,8 @@ def _preview_json(value: Any) -> str:
 @click.pass_context
 def log_cmd(ctx: click.Context, stream: str, first: int, last: int | None, as_json: bool) -> None:
     """Show a stream's events, one line each (a fork's prefix comes from its ancestors)."""
+    if last is not None and last < first:
+        raise click.BadParameter(f"{last} is below --from {first}", param_hint="'--to'")
     store = open_store(ctx)
     events = store.read(stream, first, last)
     if as_json:
