@@ -91,6 +91,10 @@ class GroupWriter(Turns):
         self._room = None if wal_path is None else WalRoom(wal_path)
         """Room ahead of the WAL for commits at durability fsync (None: not kept)."""
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
+        # A read opens the WAL on this connection, so closing it last checkpoints the WAL and
+        # removes -wal and -shm even if nothing was written: the read-only connection that
+        # checked the schema on open made them and, read-only, could not remove them.
+        conn.execute("PRAGMA schema_version").fetchone()
         # A WAL reset keeps at most this much file: room for the cap, without keeping a burst's.
         conn.execute(f"PRAGMA journal_size_limit={2 * WAL_CAP_FRAMES * self._page_size}")
         self._checkpointer = Checkpointer(connect, location)

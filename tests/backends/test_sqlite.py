@@ -1048,6 +1048,17 @@ def test_close_releases_files_and_reopen_sees_everything(tmp_path: Path) -> None
         assert texts_of(again.read("s")) == [f"m{i}" for i in range(5)]
 
 
+def test_opening_and_closing_leaves_no_files_beside_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    for _ in range(2):  # created, then opened again: nothing read or written either time
+        el.open(url_for(path)).close()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db"]
+    with el.open(url_for(path)) as store:
+        store.append("s", text_events(1))
+    with el.open(url_for(path)) as store:
+        assert texts_of(store.read("s")) == ["m0"]
+
+
 def test_single_append_waits_out_another_writer(tmp_path: Path) -> None:
     """A one-row append runs as SQLite's own autocommit statement; when another connection
     holds the write lock past the busy timeout, it retries with BEGIN IMMEDIATE and lands once."""
