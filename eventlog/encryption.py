@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import msgspec
 
 from eventlog.backends.base import Record
+from eventlog.backends.file_lock import DEFAULT_LOCK_TIMEOUT, acquire, open_lock_file, release
 from eventlog.errors import (
     BackendUnavailableError,
     CorruptionError,
@@ -160,21 +161,26 @@ class FileKeyStore:
     A key file is named by the SHA-256 of the stream's name (`<hex>.key`) and holds the 32
     key bytes. It is made atomically: written to a temporary file, synced, then linked to its
     name, which fails if another thread or process linked one first (that key is then used).
+    Where hard links are not supported (FAT, exFAT, some network shares), or with
+    `hard_links=False`, the temporary file is renamed to its name instead, under a lock file
+    (`.lock`, flock) and only if no key has that name yet. Either way a key file is complete
+    when it appears, and a crash leaves no second copy of a key that was used.
     `delete` first leaves a marker (`<hex>.erased`, synced), so no key is made for the stream
     again, then overwrites the key file, syncs it, removes it and syncs the directory.
 
     The directory is made if it does not exist; UsageError if it cannot be made or written.
     Opening it finishes an erasure cut short (a crash between marker and removal): a key file
-    beside its stream's erasure marker is destroyed.
+    beside its stream's erasure marker is destroyed (until then appends are refused:
+    `Encryption.sealing_key` checks the marker).
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, hard_links: bool = True) -> None:
         path = Path(os.path.expanduser(os.fspath(directory)))
         self.directory = path
         try:
+            if path.exists() and not path.is_dir():  # (mkdir would say "File exists")
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path))
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not path.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path))
             fd, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
             os.close(fd)
             os.unlink(probe)
@@ -184,6 +190,8 @@ class FileKeyStore:
                 f"the key directory {path} cannot be used: {reason} (keys= must name a "
                 "directory this process can create and write)"
             ) from None
+        self.hard_links = hard_links
+        """Whether new keys are published by a hard link (else by a rename under a lock)."""
         self._paths: dict[str, tuple[str, str]] = {}
         self._create_lock = threading.Lock()
         self._finish_erasures()
@@ -219,20 +227,23 @@ class FileKeyStore:
         return found
 
     def get(self, stream: str) -> bytes | None:
-        """The key in the stream's key file (read each time: an erasure shows at once)."""
+        """The key in the stream's key file (read each time: an erasure shows at once).
+
+        MissingKeyError if the file exists but cannot be read (its mode, say).
+        """
         path = self._files(stream)[0]
-        for attempt in range(_SHORT_READS):
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                return None
-            try:
-                key = os.read(fd, KEY_BYTES + 1)
-            finally:
-                os.close(fd)
-            if len(key) >= KEY_BYTES or attempt == _SHORT_READS - 1:
-                break
-            time.sleep(0.01)  # being written where links are not supported (`_link_key`)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _unreadable(stream, path, exc) from None
+        try:
+            key = os.read(fd, KEY_BYTES + 1)
+        except OSError as exc:
+            raise _unreadable(stream, path, exc) from None
+        finally:
+            os.close(fd)
         if len(key) != KEY_BYTES:
             raise CorruptionError(
                 f"the key of stream {stream!r} is damaged: its file {path} holds {len(key)} "
@@ -261,9 +272,10 @@ class FileKeyStore:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-                _link_key(temp, path)
+                self._publish(temp, path)
             finally:
-                os.unlink(temp)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp)  # a link to the key, or a key never used
             _sync_directory(self.directory)
             if os.path.exists(marker):  # erased meanwhile: the erasure may not have seen it
                 _destroy(path)
@@ -273,6 +285,34 @@ class FileKeyStore:
         if key is None:  # erased between the link and this read
             raise _erased_for_append(stream, self.location)
         return key
+
+    def _publish(self, temp: str, path: str) -> None:
+        """Give the key written to `temp` its name, unless another writer's key has it already.
+
+        A hard link is atomic and never replaces a file. Without hard links, the key file is
+        renamed under the directory's lock file, after checking that no key has the name yet:
+        a rename is atomic too, so a reader never finds a key half written.
+        """
+        if self.hard_links:
+            try:
+                os.link(temp, path)
+                return
+            except FileExistsError:
+                return  # another thread or process made it first: theirs is the key
+            except OSError as exc:
+                if exc.errno not in _NO_LINKS:
+                    raise
+        lock = self.directory / ".lock"
+        fd = open_lock_file(lock)
+        try:
+            acquire(fd, DEFAULT_LOCK_TIMEOUT, lock, f"the key directory {self.directory}")
+            try:
+                if not os.path.exists(path):
+                    os.rename(temp, path)
+            finally:
+                release(fd)
+        finally:
+            os.close(fd)
 
     def delete(self, stream: str) -> bool:
         """Mark the stream erased, then overwrite and remove its key file (both synced)."""
@@ -295,35 +335,16 @@ class FileKeyStore:
         return deleted
 
 
-_SHORT_READS = 10
-"""Reads of a short key file before it counts as damaged (0.1 s: see `_link_key`)."""
+_NO_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
+"""Errors of `os.link` on a file system without hard links (FAT, exFAT, some shares)."""
 
 
-def _link_key(temp: str, path: str) -> None:
-    """Give the key written to `temp` its name, unless another writer's key has it already.
-
-    A hard link is atomic and never replaces a file. On file systems without hard links the
-    key is written again into a file created exclusively (O_EXCL): readers that find it
-    short meanwhile read it again (`FileKeyStore.get`).
-    """
-    try:
-        os.link(temp, path)
-    except FileExistsError:
-        return  # another thread or process made it first: theirs is the key
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-            raise
-        with open(temp, "rb") as f:
-            key = f.read()
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return
-        try:
-            os.write(fd, key)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _unreadable(stream: str, path: str, exc: OSError) -> MissingKeyError:
+    """The error for a key file that exists but cannot be read (its mode, a directory...)."""
+    return MissingKeyError(
+        f"the key file {path} cannot be read: {exc.strerror or exc}",
+        stream=stream,
+    )
 
 
 def _destroy(path: str) -> bool:
@@ -336,11 +357,14 @@ def _destroy(path: str) -> bool:
         fd = os.open(path, os.O_WRONLY)
     except FileNotFoundError:
         return False
-    try:
-        os.write(fd, secrets.token_bytes(KEY_BYTES))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    except PermissionError:
+        fd = -1  # a file this process may not write (its mode): removing it still erases it
+    if fd >= 0:
+        try:
+            os.write(fd, secrets.token_bytes(KEY_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -410,9 +434,9 @@ class Encryption:
         """
         keys = self.keys
         key = keys.get(stream)
+        if keys.erased(stream):  # a key beside its marker: an erasure cut short by a crash
+            raise _erased_for_append(stream, keys.location)
         if key is None:
-            if keys.erased(stream):
-                raise _erased_for_append(stream, keys.location)
             last = tail()
             if last is not None and last.codec & ENCRYPTED:
                 raise MissingKeyError(
@@ -581,7 +605,8 @@ def erase_stream(store: Store, stream: str) -> ErasureReport:
     still checks the chain and reports the stream as erased); reading them raises ErasedError,
     and so does appending to the stream. Projection snapshots of the stream and of its forks
     are removed. UsageError if the store has no key store, StreamNotFoundError if the stream
-    does not exist.
+    does not exist, MissingKeyError (nothing erased) if its encrypted events have no key in
+    the key store (another key directory).
     """
     from eventlog.codec import validate_stream_name
     from eventlog.errors import StreamNotFoundError
@@ -600,27 +625,56 @@ def erase_stream(store: Store, stream: str) -> ErasureReport:
     shared = fork.at_seq if fork is not None else 0
     store._stream_locks.acquire(stream)
     try:
-        sealed = plain = 0
-        first = shared + 1
-        while True:
-            page = store.backend.read(stream, first, None, limit=1000)
-            for rec in page:
-                if rec.codec & ENCRYPTED:
-                    sealed += 1
-                else:
-                    plain += 1
-            if len(page) < 1000:
-                break
-            first = page[-1].seq + 1
-        key = encryption.keys.get(stream)
+        key = _key_to_erase(store, encryption.keys, stream)
         deleted = encryption.keys.delete(stream)
         if key is not None:
             encryption.forget(key)
+        # Counted after the deletion: appends of other processes that had the key until then
+        # are counted too (they are as unreadable as the rest).
+        sealed, plain = _own_events(store, stream, shared + 1)
     finally:
         store._stream_locks.release(stream)
     forks = _descendants(store, stream)
     dropped = sum(store.backend.drop_snapshots(name) for name in [stream, *forks])
     return ErasureReport(stream, deleted, sealed, plain, shared, forks, dropped)
+
+
+def _key_to_erase(store: Store, keys: KeyStore, stream: str) -> bytes | None:
+    """The stream's key, if readable; MissingKeyError if its sealed events have none here.
+
+    An erasure in another key directory than the events were sealed with would delete
+    nothing, yet mark the stream erased there and report its events unreadable.
+    """
+    try:
+        key = keys.get(stream)
+    except (CorruptionError, MissingKeyError):
+        return None  # a damaged or unreadable key file: `delete` removes it all the same
+    if key is None and not keys.erased(stream):
+        last = store.backend.last(stream)
+        if last is not None and last.codec & ENCRYPTED:
+            raise MissingKeyError(
+                f"the stream's events are encrypted but its key is not in {keys.location} "
+                "(another key directory than the one they were written with?): nothing was "
+                "erased",
+                stream=stream,
+                location=store.location,
+            )
+    return key
+
+
+def _own_events(store: Store, stream: str, first: int) -> tuple[int, int]:
+    """(encrypted, unencrypted) records of a stream's own, from seq `first` on."""
+    sealed = plain = 0
+    while True:
+        page = store.backend.read(stream, first, None, limit=1000)
+        for rec in page:
+            if rec.codec & ENCRYPTED:
+                sealed += 1
+            else:
+                plain += 1
+        if len(page) < 1000:
+            return sealed, plain
+        first = page[-1].seq + 1
 
 
 def _descendants(store: Store, stream: str) -> list[str]:

@@ -482,7 +482,7 @@ def test_a_key_directory_that_cannot_be_made_is_refused_before_any_write(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     for bad in (blocker / "keys", blocker):
-        with pytest.raises(el.UsageError, match=f"key directory {bad} cannot be used"):
+        with pytest.raises(el.UsageError, match=f"key directory {bad} cannot be used: Not a dir"):
             el.open(_url(scheme, tmp_path), keys=bad)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no store made
 

@@ -77,6 +77,18 @@ def test_erase_needs_the_key_directory_and_an_existing_stream(store_url: str) ->
     assert unreadable.returncode == 1 and "MissingKeyError" in unreadable.stderr
 
 
+def test_erase_with_another_key_directory_erases_nothing(store_url: str, tmp_path: Path) -> None:
+    """A mistyped key directory holds no key of the stream: erasing there would delete nothing
+    yet report the events unreadable, so it is refused and leaves no erasure marker."""
+    wrong = f"{store_url.split('?')[0]}?keys={tmp_path}/kyes"
+    out = run("erase", "conv-7", "--yes", store=wrong)
+    said = " ".join(out.stderr.split())  # however the terminal wrapped it
+    assert out.returncode == 1
+    assert "MissingKeyError" in said and "nothing was erased" in said
+    assert list((tmp_path / "kyes").iterdir()) == []
+    assert run("log", "conv-7", store=store_url).returncode == 0  # still readable
+
+
 def test_erase_exits_1_when_events_stored_unencrypted_stay_readable(tmp_path: Path) -> None:
     bare = f"sqlite:///{tmp_path}/old.db"
     with el.open(bare) as store:
@@ -86,7 +98,7 @@ def test_erase_exits_1_when_events_stored_unencrypted_stay_readable(tmp_path: Pa
         store.append("s", [el.ModelInput.from_text("after")])
     out = run("erase", "s", "--yes", store=url)
     assert out.returncode == 1
-    assert "1 event of 's' were stored unencrypted" in " ".join(out.stderr.split())
+    assert "1 event of 's' was stored unencrypted" in " ".join(out.stderr.split())
 
 
 def test_export_keeps_hashes_with_the_same_keys_and_decrypts_only_when_asked(

@@ -75,7 +75,8 @@ def erase_cmd(ctx: click.Context, stream: str, yes: bool, as_json: bool) -> None
     if report.plain_events:
         err_console.print(
             escape(
-                f"warning: {count(report.plain_events, 'event')} of {stream!r} were stored "
+                f"warning: {count(report.plain_events, 'event')} of {stream!r} "
+                f"{'was' if report.plain_events == 1 else 'were'} stored "
                 "unencrypted (before encryption was turned on) and can still be read; erasing "
                 "them needs a copy of the store without them"
             ),
