@@ -26,6 +26,7 @@ from eventlog.store import (
     Store,
     VerifyReport,
     check_poll_interval,
+    read_all_until_erased,
 )
 
 
@@ -255,8 +256,12 @@ class AsyncStore:
         return await asyncio.to_thread(self.sync.get, stream, seq)
 
     async def read_all(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
-        """Every event with position > after (at most `limit`) as a list (see Store.read_all)."""
-        return await asyncio.to_thread(lambda: list(self.sync.read_all(after, limit)))
+        """Every event with position > after (at most `limit`) as a list (see Store.read_all).
+
+        A list cut short before an erased event holds the events before it; the next call,
+        after the last of them, raises the ErasedError (`read_all_until_erased`).
+        """
+        return await asyncio.to_thread(read_all_until_erased, self.sync, after, limit)
 
     async def head_position(self) -> int:
         """The highest committed position."""

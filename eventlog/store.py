@@ -683,7 +683,15 @@ class Store:
         while remaining is None or remaining > 0:
             n = PAGE if remaining is None else min(PAGE, remaining)
             self._check_open()  # as in `_read_page`
-            page = backend.read_all_events(after, n, codec)
+            try:
+                page = backend.read_all_events(after, n, codec)
+            except ErasedError as exc:
+                # the events before the erased one first: a reader that goes on after
+                # `exc.position` (as ErasedError says to) must not have skipped them
+                if exc.position is not None and exc.position > after + 1:
+                    before = [r for r in backend.read_all(after, n) if r.position < exc.position]
+                    yield codec.records_to_events(before, backend.location)
+                raise
             yield page
             if remaining is not None:
                 remaining -= len(page)
@@ -1143,6 +1151,23 @@ def require_store(obj: object, call: str) -> None:
             "not blocked"
         )
     raise UsageError(f"{call} takes a Store, got {type(obj).__name__}")
+
+
+def read_all_until_erased(store: Store, after: int, limit: int | None) -> list[RecordedEvent]:
+    """`store.read_all(after, limit)` as a list, cut short before an erased event.
+
+    The next read, from the last event's position, raises the ErasedError. A caller handed
+    the error at once would lose the events before it, since ErasedError tells it to go on
+    after `exc.position`. (An erased event first in line raises at once.)
+    """
+    out: list[RecordedEvent] = []
+    try:
+        for page in store._all_pages(after, limit):
+            out.extend(page)
+    except ErasedError:
+        if not out:
+            raise
+    return out
 
 
 def as_seconds(value: object) -> float:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from eventlog.errors import StoreClosedError, ValidationError
 from eventlog.events import RecordedEvent
-from eventlog.store import as_seconds
+from eventlog.store import as_seconds, read_all_until_erased
 
 if TYPE_CHECKING:
     from eventlog.store import Store
@@ -35,7 +35,7 @@ class Subscription:
     def _fill(self) -> bool:
         """Read the next page into the buffer; False if there was none (or the store closed)."""
         try:
-            page = list(self._store.read_all(self._fetched, self._batch))
+            page = read_all_until_erased(self._store, self._fetched, self._batch)
         except StoreClosedError:  # closed while this subscriber waited: the end, not an error
             self._closed = True
             return False
