@@ -142,5 +142,5 @@ def test_erase_warns_on_one_line(tmp_path: Path) -> None:
         store.append("s", [el.ModelInput.from_text("after")])
     done = narrow("erase", "s", "--yes", store=keyed)
     assert done.returncode == 1
-    assert done.stderr.startswith("warning: 1 event of 's' were stored unencrypted")
+    assert done.stderr.startswith("warning: 1 event of 's' was stored unencrypted")
     assert done.stderr.count("\n") == 1, done.stderr
