@@ -526,7 +526,12 @@ def _lineage_key(keys: KeyStore, lineage: list[str]) -> bytes:
 def seal_snapshot(
     encryption: Encryption, lineage: list[str], seq: int, projection: str, blob: bytes
 ) -> bytes:
-    """A projection snapshot sealed with its stream's lineage key (`lineage[0]` is the stream)."""
+    """A projection snapshot sealed with its stream's lineage key (`lineage[0]` is the stream).
+
+    The stream's own key is made now if it has none yet (a fork before its first own event):
+    made later, it would change the lineage key and the snapshot would no longer open.
+    """
+    encryption.keys.get_or_create(lineage[0])
     aead = encryption._aead(_lineage_key(encryption.keys, lineage))
     label = f"snapshot:{projection}"
     return SNAPSHOT_MAGIC + encryption.seal(aead, label, lineage[0], seq, "", 0, blob)

@@ -7,6 +7,7 @@ from: erasing any of them leaves a copy of the snapshot unreadable.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,20 @@ def test_a_sealed_snapshot_without_the_key_store(tmp_path: Path) -> None:
         Runner(store, PROJ, snapshot_every=None).save_snapshot("c")
     with el.open(url) as store, pytest.raises(el.MissingKeyError, match="key store"):
         Runner(store, PROJ, snapshot_every=None).restore("c", 8)
+
+
+def test_a_snapshot_of_a_fork_taken_before_its_first_own_event_stays_usable(
+    tmp_path: Path,
+) -> None:
+    with el.open(f"sqlite:///{tmp_path / 's.db'}", keys=tmp_path / "keys") as store:
+        _conversation(store, "a")
+        store.fork("a", "b", at_seq=4)
+        runner = Runner(store, PROJ, snapshot_every=None)
+        assert runner.save_snapshot("b") == 4  # "b" has no event of its own yet
+        store.append("b", [el.ModelInput.from_text("its own")])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SnapshotWarning)  # a discarded snapshot warns
+            _, seq = runner.restore("b", 5)  # from the snapshot, not from scratch
+            state = runner.state("b")
+        assert seq == 4 and state.seq == 5 and state.messages[-1].seq == 5
+        assert store.backend.load_snapshot("b", PROJ.name, PROJ.version, None) is not None
