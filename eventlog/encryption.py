@@ -437,14 +437,11 @@ class Encryption:
         if keys.erased(stream):  # a key beside its marker: an erasure cut short by a crash
             raise _erased_for_append(stream, keys.location)
         if key is None:
-            last = tail()
-            if last is not None and last.codec & ENCRYPTED:
-                raise MissingKeyError(
-                    f"the stream holds encrypted events but its key is not in {keys.location} "
-                    "(another key directory?): nothing appended, since a new key would mix two "
-                    "keys' events in one stream",
-                    stream=stream,
-                )
+            _refuse_if_sealed(
+                tail(),
+                keys,
+                "nothing appended, since a new key would mix two keys' events in one stream",
+            )
             key = keys.get_or_create(stream)
         return self._aead(key)
 
@@ -655,16 +652,25 @@ def _key_to_erase(store: Store, keys: KeyStore, stream: str) -> bytes | None:
     except (CorruptionError, MissingKeyError):
         return None  # a damaged or unreadable key file: `delete` removes it all the same
     if key is None and not keys.erased(stream):
-        last = store.backend.last(stream)
-        if last is not None and last.codec & ENCRYPTED:
-            raise MissingKeyError(
-                f"the stream's events are encrypted but its key is not in {keys.location} "
-                "(another key directory than the one they were written with?): nothing was "
-                "erased",
-                stream=stream,
-                location=store.location,
-            )
+        _refuse_if_sealed(store.backend.last(stream), keys, "nothing was erased", store.location)
     return key
+
+
+def _refuse_if_sealed(
+    last: Record | None, keys: KeyStore, outcome: str, location: str | None = None
+) -> None:
+    """MissingKeyError if a stream whose key is not in `keys` ends with a sealed record.
+
+    Its events were sealed with a key held elsewhere (another key directory, or a key file
+    removed by hand): writing or erasing here would act on the wrong key.
+    """
+    if last is not None and last.codec & ENCRYPTED:
+        raise MissingKeyError(
+            f"the stream holds encrypted events but its key is not in {keys.location} "
+            f"(another key directory than the one they were written with?): {outcome}",
+            stream=last.stream,
+            location=location,
+        )
 
 
 def _own_events(store: Store, stream: str, first: int) -> tuple[int, int]:
