@@ -16,7 +16,7 @@ from eventlog.aio import AsyncStore
 from eventlog.backends.base import Backend, Durability
 from eventlog.codec import Codec
 from eventlog.compression import Compression, Mode
-from eventlog.encryption import FileKeyStore, KeyStore, MemoryKeyStore, crypto_module
+from eventlog.encryption import FileKeyStore, KeyStore, RehearsalKeyStore, crypto_module
 from eventlog.errors import BackendUnavailableError, UsageError
 from eventlog.store import Store, check_poll_interval
 
@@ -231,15 +231,21 @@ def rehearsal(url: str) -> Store:
 
     Same payload format and store options (size limit, compression): a write that fails on it
     fails before the real store is created, so a refused first write leaves no empty store
-    behind. A refusal of the backend's own, after it made its files, is not rehearsed.
+    behind. A refusal of the backend's own, after it made its files, is not rehearsed. With a
+    key store, its keys and erasures are read (a key directory is not made) and nothing is
+    written to it (`eventlog.encryption.RehearsalKeyStore`).
     """
     from eventlog.backends.memory import MemoryBackend
 
     scheme, _, _, store_opts = _split(url)
     cls = _backend_class(scheme)
     _check_store_options(url, cls.format, store_opts)
-    if store_opts.pop("keys", None) is not None or store_opts.get("key_store") is not None:
-        store_opts["key_store"] = MemoryKeyStore()  # seals alike, and makes no key on disk
+    keys = store_opts.pop("keys", None)
+    if keys is not None:  # seals alike, sees the directory's keys, and makes none on disk
+        directory = os.path.abspath(os.path.expanduser(os.fspath(keys)))
+        store_opts["key_store"] = RehearsalKeyStore(directory)
+    elif store_opts.get("key_store") is not None:
+        store_opts["key_store"] = RehearsalKeyStore(store_opts["key_store"])
 
     class _Rehearsal(MemoryBackend):
         format = cls.format

@@ -18,8 +18,15 @@ and hash are the source's. Otherwise it is decrypted, and sealed again with the 
 new ciphertext, so a new hash chain from that event on), or, with `decrypt=True` only, stored
 unencrypted in a target without a key store. Unencrypted events copied into a target with a
 key store are encrypted (a new chain too). `CopyReport.encrypted` and `.decrypted` count them.
-An erased stream is copied as stored (its events stay unreadable; it cannot be converted to
-another payload format).
+
+Erased streams (their key deleted; see `eventlog.encryption.erase_stream`) are copied as stored:
+their sealed events stay unreadable and keep their hashes, and the events they held from
+before encryption was turned on stay plain. The target's key store must say they are erased:
+one that shares the source's key directory does, another one is told (an erasure marker, no
+key), and a target without a key store, or one holding a live key for such a stream, is
+refused, as is another payload format for a stream with sealed events. With
+`leave_out_erased`, the erased streams and every fork descending from one are left out
+instead (`CopyReport.left_out`), which is how an erased store is exported for an auditor.
 
 Nothing is written unless all of it can be: the source is verified first, every event is checked
 against the target's size limit (and, between formats, encoded once) before any is written (a
@@ -37,7 +44,7 @@ import msgspec
 
 from eventlog.backends.base import ForkInfo, Record
 from eventlog.codec import GENESIS, Encoded, chain_hash
-from eventlog.encryption import ENCRYPTED
+from eventlog.encryption import ENCRYPTED, Encryption
 from eventlog.errors import CorruptionError, UsageError, ValidationError
 from eventlog.events import Event
 from eventlog.store import PAGE, Store
@@ -67,6 +74,13 @@ class CopyReport(msgspec.Struct, frozen=True):
     another key than the target's (their ciphertext and hash are new)."""
     decrypted: int = 0
     """Encrypted events stored unencrypted in the target (`decrypt=True`)."""
+    erased: int = 0
+    """Erased streams copied as stored (marked erased in the target's key store)."""
+    left_out: tuple[str, ...] = ()
+    """Streams not copied (`leave_out_erased`): the erased ones and the forks descending from
+    them, sorted."""
+    left_out_events: int = 0
+    """The events of those streams' own, not copied."""
 
 
 def copy_store(
@@ -76,6 +90,7 @@ def copy_store(
     progress: Progress | None = None,
     rehearse: Store | None = None,
     decrypt: bool = False,
+    leave_out_erased: bool = False,
 ) -> CopyReport:
     """Copy every event and fork of `source` into the empty store `target`; see the module.
 
@@ -84,41 +99,57 @@ def copy_store(
     the target's format and limits (`eventlog.connect.rehearsal(url)`), the checks run on it
     before that call too, so a copy the target would refuse leaves no new store either.
     Encrypted events go into a target without a key store only with `decrypt` (UsageError
-    otherwise): they would be stored there unencrypted.
+    otherwise): they would be stored there unencrypted. `leave_out_erased`: see the module.
     """
     if isinstance(target, Store):
         _check_target(source, target)
     head = source.head_position()  # the copy is the store up to here
     total, erased = _verify(source, head, progress)
-    forks = _forks_within(source, head)
+    erased |= _marked_erased(source)
+    left_out = _with_descendants(erased, source.forks()) if leave_out_erased else set()
+    erased -= left_out
+    forks = {
+        name: fork for name, fork in _forks_within(source, head).items() if name not in left_out
+    }
     checked_on: Store | None = None  # a stand-in the checks already passed on
     if not isinstance(target, Store):
         if rehearse is not None:
             same = source.codec.format == rehearse.codec.format
-            _check(source, rehearse, head, forks, same, total, progress, erased, decrypt)
+            skipped = _check(
+                source, rehearse, head, forks, same, total, progress, erased, decrypt, left_out
+            )
+            _check_target_keys(source, rehearse, erased, left_out)
             checked_on = rehearse
         target = target()
         _check_target(source, target)
     same = source.codec.format == target.codec.format
     if checked_on is None or not _same_codec(checked_on, target):
-        _check(source, target, head, forks, same, total, progress, erased, decrypt)
-    _check_target_keys(source, target, erased)
+        skipped = _check(
+            source, target, head, forks, same, total, progress, erased, decrypt, left_out
+        )
+    _check_target_keys(source, target, erased, left_out)
+    copied_erased = _mark_erased(target, erased, source, head, forks)
     for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)
-    copy = _Copy(source, target, same, erased)
+    copy = _Copy(source, target, same, erased, left_out)
     copied, streams = copy.events(head, total, progress)
-    if copied != total:  # `_check` counted the same records: only a bug gets here
+    if copied + skipped != total:  # `_check` counted the same records: only a bug gets here
         raise CorruptionError(
-            f"copied {copied} events, but verified {total}", location=source.location
+            f"copied {copied} events and left out {skipped}, but verified {total}",
+            location=source.location,
         )
+    kept = streams | set(forks)
     return CopyReport(
-        len(streams | set(forks)),
+        len(kept),
         len(forks),
         copied,
         same and not copy.rechained,
         copy.upcast,
         copy.encrypted,
         copy.decrypted,
+        len(copied_erased),
+        tuple(sorted(left_out)),
+        skipped,
     )
 
 
@@ -131,18 +162,90 @@ def _same_codec(a: Store, b: Store) -> bool:
     )
 
 
-def _check_target_keys(source: Store, target: Store, erased: set[str]) -> None:
-    """UsageError if the target's key store refuses a stream the copy must seal (erased there)."""
+def _marked_erased(source: Store) -> set[str]:
+    """The source's streams its key store marks erased.
+
+    Forks without events of their own and streams of plain events included: `verify` cannot
+    tell those erased.
+    """
+    encryption = source.codec.encryption
+    if encryption is None:
+        return set()
+    return {info.stream for info in source.streams() if encryption.keys.erased(info.stream)}
+
+
+def _with_descendants(erased: set[str], forks: list[ForkInfo]) -> set[str]:
+    """The erased streams and every fork descending from one, at any depth."""
+    parents = {fork.stream: fork.parent for fork in forks}
+    found = set(erased)
+    for name in parents:
+        chain: list[str] = []
+        link: str | None = name
+        while link is not None and link not in found and len(chain) <= len(parents):
+            chain.append(link)
+            link = parents.get(link)
+        if link is not None and link in found:
+            found.update(chain)
+    return found
+
+
+def _check_target_keys(source: Store, target: Store, erased: set[str], left_out: set[str]) -> None:
+    """UsageError unless the target's key store can take the streams the copy writes.
+
+    A stream the copy must seal may not be erased there; an erased stream needs a key store
+    that says so, or can be told (no key there for a stream of that name).
+    """
     encryption = target.codec.encryption
+    hint = (
+        "or leave erased streams and their forks out (leave_out_erased=True, eventlog export "
+        "--leave-out-erased); nothing was copied"
+    )
+    for name in sorted(erased):
+        if encryption is None:
+            raise UsageError(
+                f"stream {name!r} is erased (its key was deleted): {target.location} has no "
+                "key store to keep it erased in; give the target a key directory (keys=DIR; "
+                f"the source's keeps its events as they are), {hint}"
+            )
+        if encryption.keys.get(name) is not None:
+            raise UsageError(
+                f"stream {name!r} is erased, but the target's key store "
+                f"{encryption.keys.location} holds a key for it (another store's stream of "
+                f"that name?): copy with another key directory, {hint}"
+            )
     if encryption is None:
         return
     for info in source.streams():
-        if info.stream not in erased and encryption.keys.erased(info.stream):
+        if info.stream in erased or info.stream in left_out:
+            continue
+        if encryption.keys.erased(info.stream):
             raise UsageError(
                 f"stream {info.stream!r} is erased in the target's key store "
                 f"{encryption.keys.location}: its events cannot be encrypted there; nothing "
                 "was copied"
             )
+
+
+def _mark_erased(
+    target: Store, erased: set[str], source: Store, head: int, forks: dict[str, ForkInfo]
+) -> set[str]:
+    """Tell the target's key store which of the copied streams are erased: those copied."""
+    if not erased:
+        return set()
+    copied = {name for name in erased if name in forks or _has_events_upto(source, name, head)}
+    encryption: Encryption | None = target.codec.encryption
+    assert encryption is not None  # `_check_target_keys` refused a target without one
+    for name in sorted(copied):
+        if not encryption.keys.erased(name):
+            encryption.keys.delete(name)  # no key there (checked): leaves the marker only
+    return copied
+
+
+def _has_events_upto(source: Store, stream: str, head: int) -> bool:
+    """Whether a stream has an event of its own at or before position `head`."""
+    fork = source.backend.get_fork(stream)
+    first = source.backend.read(stream, 1 if fork is None else fork.at_seq + 1, None, limit=1)
+    return bool(first) and first[0].position <= head
 
 
 def _check_target(source: Store, target: Store) -> None:
@@ -212,33 +315,26 @@ def _check(
     progress: Progress | None,
     erased: set[str],
     decrypt: bool,
-) -> None:
+    left_out: set[str],
+) -> int:
     """Refuse, before anything is written, what the target cannot take or the copy would break.
 
     Every event must fit the target's size limit (and, between formats, encode in the target's
     format); every stream must start at seq 1, or right after its fork point; and the events up
     to `head` must be the ones verified. Encrypted events need a target with a key store, or
-    `decrypt`; an erased stream cannot change payload format.
+    `decrypt`; an erased stream's sealed events cannot change payload format. Returns the
+    number of events of the streams `left_out`.
     """
     limit = target.codec.max_event_bytes
     sealing = target.codec.encryption is not None
     next_seq: dict[str, int] = {}
-    checked = 0
+    checked = skipped = 0
     for page in _pages(source, head):
         for rec in page:
-            expected = next_seq.get(rec.stream)
-            if expected is None:
-                fork = forks.get(rec.stream)
-                expected = 1 if fork is None else fork.at_seq + 1
-            if rec.seq != expected:
-                raise CorruptionError(
-                    f"expected seq {expected} next: the source changed under the copy; "
-                    "nothing was copied",
-                    stream=rec.stream,
-                    seq=rec.seq,
-                    location=source.location,
-                )
-            next_seq[rec.stream] = expected + 1
+            if rec.stream in left_out:
+                skipped += 1
+                continue
+            _check_seq(source, rec, next_seq, forks)
             if rec.codec & ENCRYPTED:
                 _check_sealed(source, target, rec, same, sealing, erased, decrypt)
                 if rec.stream in erased:
@@ -262,6 +358,25 @@ def _check(
             "changed under the copy; nothing was copied",
             location=source.location,
         )
+    return skipped
+
+
+def _check_seq(
+    source: Store, rec: Record, next_seq: dict[str, int], forks: dict[str, ForkInfo]
+) -> None:
+    """CorruptionError unless `rec` is its stream's next record (from seq 1 or its fork point)."""
+    expected = next_seq.get(rec.stream)
+    if expected is None:
+        fork = forks.get(rec.stream)
+        expected = 1 if fork is None else fork.at_seq + 1
+    if rec.seq != expected:
+        raise CorruptionError(
+            f"expected seq {expected} next: the source changed under the copy; nothing was copied",
+            stream=rec.stream,
+            seq=rec.seq,
+            location=source.location,
+        )
+    next_seq[rec.stream] = expected + 1
 
 
 def _check_sealed(
@@ -278,7 +393,9 @@ def _check_sealed(
         if not same:
             raise UsageError(
                 f"stream {rec.stream!r} is erased: its events cannot be converted to the "
-                f"{target.codec.format} payload format of {target.location}; nothing was copied"
+                f"{target.codec.format} payload format of {target.location}; leave erased "
+                "streams and their forks out (leave_out_erased=True, eventlog export "
+                "--leave-out-erased); nothing was copied"
             )
         return
     if not sealing and not decrypt:
@@ -293,8 +410,11 @@ def _check_sealed(
 class _Copy:
     """Appends the source's records to the target, each as the target must store it."""
 
-    def __init__(self, source: Store, target: Store, same: bool, erased: set[str]) -> None:
+    def __init__(
+        self, source: Store, target: Store, same: bool, erased: set[str], left_out: set[str]
+    ) -> None:
         self.source, self.target, self.same, self.erased = source, target, same, erased
+        self.left_out = left_out
         self.upcast = self.encrypted = self.decrypted = 0
         self.rechained = False
         """Whether some hash differs from the source's (events encrypted or decrypted anew)."""
@@ -307,7 +427,10 @@ class _Copy:
         copied = 0
         tails: dict[str, tuple[bytes, bytes]] = {}
         """stream -> (last hash in the target, last hash in the source)."""
+        left_out = self.left_out
         for page in _pages(source, head):
+            if left_out:
+                page = [rec for rec in page if rec.stream not in left_out]
             start = 0
             while start < len(page):
                 stream = page[start].stream
@@ -364,6 +487,7 @@ class _Copy:
         location = source.location
         wants_text = target.backend.wants_text
         data = None
+        erased = rec.stream in self.erased  # its plain events stay plain: no key to seal with
         if rec.codec & ENCRYPTED and self.keeps(rec):
             stored, meta, codec_id, hashed = rec.data, rec.meta, rec.codec, rec.data
             type_, version = rec.type, rec.version
@@ -383,7 +507,7 @@ class _Copy:
                     enc.data,
                 )
             self.upcast += version != rec.version
-            if target.codec.encryption is not None:
+            if target.codec.encryption is not None and not erased:
                 stored, meta, codec_id = target.codec.seal(
                     self._aead(rec.stream), rec.stream, rec.seq, rec.id, plain, meta
                 )

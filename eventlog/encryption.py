@@ -231,26 +231,7 @@ class FileKeyStore:
 
         MissingKeyError if the file exists but cannot be read (its mode, say).
         """
-        path = self._files(stream)[0]
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise _unreadable(stream, path, exc) from None
-        try:
-            key = os.read(fd, KEY_BYTES + 1)
-        except OSError as exc:
-            raise _unreadable(stream, path, exc) from None
-        finally:
-            os.close(fd)
-        if len(key) != KEY_BYTES:
-            raise CorruptionError(
-                f"the key of stream {stream!r} is damaged: its file {path} holds {len(key)} "
-                f"bytes, a key is {KEY_BYTES}",
-                stream=stream,
-            )
-        return key
+        return _read_key(stream, self._files(stream)[0])
 
     def erased(self, stream: str) -> bool:
         """Whether the stream's erasure marker exists."""
@@ -370,6 +351,85 @@ def _destroy(path: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _read_key(stream: str, path: str) -> bytes | None:
+    """The key in a key file, None if there is none; MissingKeyError or CorruptionError."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unreadable(stream, path, exc) from None
+    try:
+        key = os.read(fd, KEY_BYTES + 1)
+    except OSError as exc:
+        raise _unreadable(stream, path, exc) from None
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise CorruptionError(
+            f"the key of stream {stream!r} is damaged: its file {path} holds {len(key)} "
+            f"bytes, a key is {KEY_BYTES}",
+            stream=stream,
+        )
+    return key
+
+
+class RehearsalKeyStore:
+    """A key store as a store about to be opened on it would find it, changing nothing there.
+
+    For rehearsals (`eventlog.connect.rehearsal`): keys and erasures are read from `base` (a
+    key directory, read without being made, or another KeyStore), so a copy's checks see
+    what the real key store holds; keys made and streams erased stay in memory.
+    """
+
+    def __init__(self, base: str | os.PathLike[str] | KeyStore) -> None:
+        self._base: KeyStore | None = None
+        self._directory: str | None = None
+        if isinstance(base, KeyStore):
+            self._base = base
+        else:
+            self._directory = os.fspath(base)
+        self._memory = MemoryKeyStore()
+
+    @property
+    def location(self) -> str:
+        """The real key store's location (messages name what the real store would)."""
+        return self._base.location if self._base is not None else str(self._directory)
+
+    def _path(self, stream: str, suffix: str) -> str:
+        return os.path.join(str(self._directory), key_name(stream) + suffix)
+
+    def get(self, stream: str) -> bytes | None:
+        """The key made in memory, else the real store's."""
+        key = self._memory.get(stream)
+        if key is not None or self._memory.erased(stream):
+            return key
+        if self._base is not None:
+            return self._base.get(stream)
+        return _read_key(stream, self._path(stream, ".key"))
+
+    def get_or_create(self, stream: str) -> bytes:
+        """The real store's key, else one made in memory; ErasedError if erased."""
+        if self.erased(stream):
+            raise _erased_for_append(stream, self.location)
+        key = self.get(stream)
+        return key if key is not None else self._memory.get_or_create(stream)
+
+    def delete(self, stream: str) -> bool:
+        """Erase in memory only: True if the stream had a key."""
+        had = self.get(stream) is not None
+        self._memory.delete(stream)
+        return had
+
+    def erased(self, stream: str) -> bool:
+        """Erased in memory, or in the real store."""
+        if self._memory.erased(stream):
+            return True
+        if self._base is not None:
+            return self._base.erased(stream)
+        return os.path.exists(self._path(stream, ".erased"))
 
 
 def _sync_directory(path: Path) -> None:

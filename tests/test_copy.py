@@ -317,5 +317,8 @@ def test_cli_export(url_of: Callable[[str], str]) -> None:
         "upcast": 0,
         "encrypted": 0,
         "decrypted": 0,
+        "erased": 0,
+        "left_out": [],
+        "left_out_events": 0,
         "target_verified": True,
     }

@@ -30,16 +30,30 @@ _LABELS: dict[Phase, str] = {
     is_flag=True,
     help="Store encrypted events unencrypted in a target without a key store.",
 )
+@click.option(
+    "--leave-out-erased",
+    is_flag=True,
+    help="Leave erased streams and the forks descending from them out of the copy.",
+)
 @click.pass_context
-def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool, decrypt: bool) -> None:
+def export_cmd(
+    ctx: click.Context,
+    target: str,
+    as_json: bool,
+    quiet: bool,
+    decrypt: bool,
+    leave_out_erased: bool,
+) -> None:
     """Copy every event and fork of the store into TARGET_URL, a new empty store.
 
     Ids, seqs, times, meta and forks are kept. Between stores of one payload format the hashes
     are the source's; between formats (e.g. SQLite to JSONL) the copy has its own hash chain.
     Encrypted events keep ciphertext and hashes when TARGET_URL has the same key directory
     (?keys=DIR); with another one they are encrypted again (new hashes), and a target without
-    one takes them only with --decrypt. The source is verified first and the target verified
-    after; exit 1 on any problem.
+    one takes them only with --decrypt. Erased streams are copied as stored and marked erased
+    in the target's key directory; a target that cannot hold them is refused unless
+    --leave-out-erased. The source is verified first and the target verified after; exit 1 on
+    any problem.
     """
     source = open_store(ctx)
     if in_process(target):
@@ -64,11 +78,22 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool, decr
 
     with bar:
         if store_exists(target):
-            report = copy_store(source, open_target(), progress=progress, decrypt=decrypt)
+            report = copy_store(
+                source,
+                open_target(),
+                progress=progress,
+                decrypt=decrypt,
+                leave_out_erased=leave_out_erased,
+            )
         else:  # checked on a stand-in first: a refused copy leaves no new store behind
             with rehearsal(target) as trial:
                 report = copy_store(
-                    source, open_target, progress=progress, rehearse=trial, decrypt=decrypt
+                    source,
+                    open_target,
+                    progress=progress,
+                    rehearse=trial,
+                    decrypt=decrypt,
+                    leave_out_erased=leave_out_erased,
                 )
         dest = opened[0]
         check = _verify_copy(dest, bar)
@@ -89,6 +114,18 @@ def export_cmd(ctx: click.Context, target: str, as_json: bool, quiet: bool, decr
                 + (f"; {report.upcast} upcast to their current schema" if report.upcast else "")
                 + (f"; {count(report.encrypted, 'event')} encrypted" if report.encrypted else "")
                 + (f"; {count(report.decrypted, 'event')} decrypted" if report.decrypted else "")
+                + (
+                    f"; {count(report.erased, 'erased stream')} copied as stored"
+                    if report.erased
+                    else ""
+                )
+                + (
+                    f"; left out {count(len(report.left_out), 'stream')}, erased or forked "
+                    f"from one ({count(report.left_out_events, 'event')}): "
+                    f"{', '.join(report.left_out)}"
+                    if report.left_out
+                    else ""
+                )
             ),
             highlight=False,
         )
