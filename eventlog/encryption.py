@@ -246,18 +246,10 @@ class FileKeyStore:
         with self._create_lock:
             if os.path.exists(marker):
                 raise _erased_for_append(stream, self.location)
-            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".new-", suffix=".key")
             try:
-                try:
-                    os.write(fd, secrets.token_bytes(KEY_BYTES))
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                self._publish(temp, path)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp)  # a link to the key, or a key never used
-            _sync_directory(self.directory)
+                self._make_key(path)
+            except OSError as exc:
+                raise self._unwritable(exc, f"no key can be made for stream {stream!r}") from None
             if os.path.exists(marker):  # erased meanwhile: the erasure may not have seen it
                 _destroy(path)
                 _sync_directory(self.directory)
@@ -266,6 +258,28 @@ class FileKeyStore:
         if key is None:  # erased between the link and this read
             raise _erased_for_append(stream, self.location)
         return key
+
+    def _make_key(self, path: str) -> None:
+        """Write a new key to `path`, unless another writer's key is there first (synced)."""
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".new-", suffix=".key")
+        try:
+            try:
+                os.write(fd, secrets.token_bytes(KEY_BYTES))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._publish(temp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)  # a link to the key, or a key never used
+        _sync_directory(self.directory)
+
+    def _unwritable(self, exc: OSError, outcome: str) -> UsageError:
+        """The error for a key directory this process can no longer write (its mode, say)."""
+        return UsageError(
+            f"the key directory {self.directory} cannot be written: {exc.strerror or exc}; "
+            f"{outcome}"
+        )
 
     def _publish(self, temp: str, path: str) -> None:
         """Give the key written to `temp` its name, unless another writer's key has it already.
@@ -298,22 +312,36 @@ class FileKeyStore:
     def delete(self, stream: str) -> bool:
         """Mark the stream erased, then overwrite and remove its key file (both synced)."""
         path, marker = self._files(stream)
-        if not os.path.exists(marker):
-            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".new-", suffix=".erased")
-            try:
-                try:
-                    os.write(fd, f"erased at {time.time_ns()} ns\n".encode())
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(temp, marker)  # atomic; another erasure's marker says the same
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temp)
+        try:
+            if not os.path.exists(marker):
+                self._mark_erased(marker)
+            deleted = _destroy(path)
             _sync_directory(self.directory)
-        deleted = _destroy(path)
-        _sync_directory(self.directory)
+        except OSError as exc:
+            if os.path.exists(marker):  # appends are refused already; the key file stays
+                outcome = (
+                    f"stream {stream!r} is marked erased but its key file is not removed yet "
+                    "(opening the key directory when it is writable again removes it)"
+                )
+            else:
+                outcome = f"nothing was erased (stream {stream!r})"
+            raise self._unwritable(exc, outcome) from None
         return deleted
+
+    def _mark_erased(self, marker: str) -> None:
+        """Write the erasure marker atomically (synced, directory too)."""
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".new-", suffix=".erased")
+        try:
+            try:
+                os.write(fd, f"erased at {time.time_ns()} ns\n".encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, marker)  # atomic; another erasure's marker says the same
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+        _sync_directory(self.directory)
 
 
 _NO_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS})
@@ -581,14 +609,26 @@ def _lineage_key(keys: KeyStore, lineage: list[str]) -> bytes:
 
 
 def seal_snapshot(
-    encryption: Encryption, lineage: list[str], seq: int, projection: str, blob: bytes
+    encryption: Encryption,
+    lineage: list[str],
+    seq: int,
+    projection: str,
+    blob: bytes,
+    tail: Callable[[str], Record | None],
 ) -> bytes:
     """A projection snapshot sealed with its stream's lineage key (`lineage[0]` is the stream).
 
-    The stream's own key is made now if it has none yet (a fork before its first own event):
-    made later, it would change the lineage key and the snapshot would no longer open.
+    Each stream of the lineage gets its key now if it has none yet (a fork before its first
+    own event, an ancestor whose events are all plain): made later, a key would change the
+    lineage key and the snapshot would no longer open. `tail(stream)` gives a stream's own
+    last record: one sealed with a key held elsewhere gets no key here (see `sealing_key`).
     """
-    encryption.keys.get_or_create(lineage[0])
+    keys = encryption.keys
+    for name in lineage:
+        if keys.get(name) is None and not keys.erased(name):
+            last = tail(name)
+            if last is None or not last.codec & ENCRYPTED:
+                keys.get_or_create(name)
     aead = encryption._aead(_lineage_key(encryption.keys, lineage))
     label = f"snapshot:{projection}"
     return SNAPSHOT_MAGIC + encryption.seal(aead, label, lineage[0], seq, "", 0, blob)

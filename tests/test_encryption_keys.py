@@ -236,3 +236,45 @@ def test_a_key_file_this_process_may_not_read(tmp_path: Path) -> None:
         assert f"the key file {key_file} cannot be read: Permission denied" in got[what]
     assert len(got["verify"]) == 1 and "cannot be read" in got["verify"][0]
     assert got["erased"] is True and not key_file.exists()
+
+
+_READ_ONLY_KEYS = """
+import json, os, sys
+import eventlog as el
+from eventlog.encryption import erase_stream
+url, keys = sys.argv[1:]
+out = {}
+with el.open(url, keys=keys) as store:
+    store.append("old", [el.Checkpoint(label="x")])
+    os.chmod(keys, 0o500)  # read-only once the store is open
+    for what, call in [
+        ("append new", lambda: store.append("new", [el.Checkpoint(label="x")])),
+        ("append old", lambda: store.append("old", [el.Checkpoint(label="y")])),
+        ("erase", lambda: erase_stream(store, "old")),
+    ]:
+        try:
+            call()
+            out[what] = "no error"
+        except Exception as exc:
+            out[what] = f"{type(exc).__name__}: {exc}"
+    out["streams"] = sorted(s.stream for s in store.streams())
+    out["old"] = [e.seq for e in store.read("old")]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="drops root's file rights with prctl")
+def test_a_key_directory_made_read_only_after_opening(tmp_path: Path) -> None:
+    """A new stream's first key and an erasure marker cannot be written: a UsageError naming
+    the directory, nothing appended or erased; streams with keys go on."""
+    url, keys = f"sqlite:///{tmp_path}/s.db", tmp_path / "keys"
+    out = _python(_READ_ONLY_KEYS, url, str(keys), preexec_fn=_without_root_override)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    said = f"UsageError: the key directory {keys} cannot be written: Permission denied; "
+    assert got["append new"] == said + "no key can be made for stream 'new'"
+    assert got["erase"] == said + "nothing was erased (stream 'old')"
+    assert got["append old"] == "no error"
+    assert (got["streams"], got["old"]) == (["old"], [1, 2])
+    keys.chmod(0o700)
+    assert not list(keys.glob("*.erased"))

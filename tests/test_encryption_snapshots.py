@@ -126,3 +126,24 @@ def test_a_snapshot_of_a_fork_taken_before_its_first_own_event_stays_usable(
             state = runner.state("b")
         assert seq == 4 and state.seq == 5 and state.messages[-1].seq == 5
         assert store.backend.load_snapshot("b", PROJ.name, PROJ.version, None) is not None
+
+
+def test_a_forks_snapshot_stays_usable_when_a_plain_ancestor_gets_its_key(
+    tmp_path: Path,
+) -> None:
+    """An ancestor whose events were all stored before encryption was turned on has no key
+    when the fork's snapshot is sealed: its first sealed event must not change the snapshot's
+    lineage key."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with el.open(url) as plain:
+        _conversation(plain, "a")
+    with el.open(url, keys=tmp_path / "keys") as store:
+        store.fork("a", "b", at_seq=4)
+        store.append("b", [el.ModelInput.from_text("its own")])
+        runner = Runner(store, PROJ, snapshot_every=None)
+        assert runner.save_snapshot("b") == 5
+        store.append("a", [el.ModelInput.from_text("the ancestor's first sealed event")])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SnapshotWarning)  # a discarded snapshot warns
+            _, seq = runner.restore("b", 5)
+        assert seq == 5

@@ -217,7 +217,8 @@ class Runner(Generic[S]):
         )
         encryption = self.store.codec.encryption
         if encryption is not None:  # state made from sealed events is sealed as well
-            blob = seal_snapshot(encryption, self._lineage(stream), seq, proj.name, blob)
+            lineage = self._lineage(stream)
+            blob = seal_snapshot(encryption, lineage, seq, proj.name, blob, self.store.backend.last)
         backend = self.store.backend
         backend.save_snapshot(stream, proj.name, proj.version, seq, blob)
         keep = self.keep_snapshots
