@@ -23,7 +23,7 @@ from eventlog.bench.common import (
     sqlite_data_bytes,
     threads_elapsed,
 )
-from eventlog.bench.limits import POSTGRES_URL
+from eventlog.bench.limits import postgres_url
 from eventlog.compression import train_dictionary
 from eventlog.events import EventData
 from eventlog.projections.runner import Runner
@@ -43,7 +43,8 @@ def store_url(backend: str, path: Path, **query: str) -> str:
     if backend == "memory":
         base = "memory://"
     elif backend.startswith("postgres"):  # a schema of the benchmark database
-        base = f"{POSTGRES_URL}?schema={postgres_schema(path)}"
+        url = postgres_url()
+        base = f"{url}{'&' if '?' in url else '?'}schema={postgres_schema(path)}"
         return base + "".join(f"&{k}={v}" for k, v in query.items())
     elif backend == "sqlite":
         base = f"sqlite:///{path}.db"

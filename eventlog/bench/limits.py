@@ -8,8 +8,10 @@ Each function is what a careful user would write by hand, with no eventlog code 
 - LMDB: puts of N events per write transaction in an environment opened with ``sync=True``;
 - files: one orjson line per event appended to one file, ``fdatasync`` every N events (the JSONL
   backend syncs with ``fdatasync`` too);
-- PostgreSQL (when a server answers at ``postgresql://127.0.0.1/test``): psycopg
-  ``executemany`` of N rows per transaction, default ``synchronous_commit``;
+- PostgreSQL (when a server answers at ``postgresql://127.0.0.1/test``, or
+  ``$EVENTLOG_BENCH_POSTGRES``): a table ``(position BIGSERIAL PRIMARY KEY, id UNIQUE, stream,
+  seq, data BYTEA, UNIQUE(stream, seq))``; psycopg ``executemany`` of N rows per transaction, or
+  one autocommit INSERT per event, default ``synchronous_commit`` (on); binary-format reads;
 - reads: the rows fetched in order and decoded with one typed msgspec decoder;
 - ``fsync`` latency of a small append.
 
@@ -46,6 +48,15 @@ from eventlog.bench.common import (
 from eventlog.events import UUID_PATTERN, EventData, new_event_id, tag_of
 
 POSTGRES_URL = "postgresql://127.0.0.1/test"
+"""The database the PostgreSQL figures use unless ``$EVENTLOG_BENCH_POSTGRES`` names another:
+eventlog's stores are schemas of it, raw tables are named ``eventlog_bench_<pid>_...``; all
+are dropped after the run."""
+
+
+def postgres_url() -> str:
+    """The benchmark database: ``$EVENTLOG_BENCH_POSTGRES``, else `POSTGRES_URL`."""
+    return os.environ.get("EVENTLOG_BENCH_POSTGRES") or POSTGRES_URL
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -339,8 +350,9 @@ class FileReader:
 # -- PostgreSQL ----------------------------------------------------------------------------------
 
 
-def postgres_available(url: str = POSTGRES_URL) -> bool:
+def postgres_available(url: str | None = None) -> bool:
     """Whether psycopg is installed and a server answers at `url`."""
+    url = url or postgres_url()
     psycopg = optional_module("psycopg")
     if psycopg is None:
         return False
@@ -351,43 +363,164 @@ def postgres_available(url: str = POSTGRES_URL) -> bool:
     return True
 
 
-def postgres_append(data: list[EventData], batch: int, url: str = POSTGRES_URL) -> float | None:
-    """Events/s: psycopg executemany of `batch` rows per transaction (None: no server)."""
-    psycopg = optional_module("psycopg")
-    if psycopg is None:
+def postgres_append(data: list[EventData], batch: int, url: str | None = None) -> float | None:
+    """Events/s: psycopg executemany of `batch` rows per transaction (None: no server).
+
+    With `batch` 1, one autocommit INSERT per event (one round trip, as a user would write).
+    """
+    url = url or postgres_url()
+    conn = postgres_connect(url)
+    if conn is None:
         return None
-    try:
-        conn = psycopg.connect(url, connect_timeout=2, autocommit=True)
-    except Exception:
-        return None
-    table = f"eventlog_bench_{os.getpid()}"
+    table = postgres_table(conn, "append")
     encode = msgpack_encoder()
     ids = [new_event_id() for _ in data]
     n = len(data)
     try:
-        conn.execute(
-            f"CREATE TABLE {table} (position BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-            "stream TEXT NOT NULL, seq BIGINT NOT NULL, data BYTEA NOT NULL, UNIQUE (stream, seq))"
-        )
         sql = f"INSERT INTO {table} (id, stream, seq, data) VALUES (%s, %s, %s, %s)"
         t0 = time.perf_counter()
-        for i in range(0, n, batch):
-            rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + batch, n))]
-            with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(sql, rows)
+        if batch == 1:
+            execute = conn.execute
+            for j in range(n):
+                execute(sql, (ids[j], "s", j + 1, encode(data[j])))
+        else:
+            for i in range(0, n, batch):
+                rows = [(ids[j], "s", j + 1, encode(data[j])) for j in range(i, min(i + batch, n))]
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(sql, rows)
         return n / (time.perf_counter() - t0)
     finally:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.close()
 
 
-def postgres_drop_schema(schema: str, url: str = POSTGRES_URL) -> None:
+def postgres_connect(url: str) -> Any:
+    """An autocommit psycopg connection, or None (no psycopg, or no server)."""
+    psycopg = optional_module("psycopg")
+    if psycopg is None:
+        return None
+    try:
+        return psycopg.connect(url, connect_timeout=2, autocommit=True)
+    except Exception:
+        return None
+
+
+def postgres_table(conn: Any, name: str) -> str:
+    """Create the raw events table `eventlog_bench_<pid>_<name>` (dropped first): its name."""
+    table = f"eventlog_bench_{os.getpid()}_{name}"
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(
+        f"CREATE TABLE {table} (position BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+        "stream TEXT NOT NULL, seq BIGINT NOT NULL, data BYTEA NOT NULL, UNIQUE (stream, seq))"
+    )
+    return table
+
+
+class PostgresReader:
+    """A raw PostgreSQL table holding the events (one stream), for the read limits."""
+
+    def __init__(self, data: list[EventData], url: str | None = None) -> None:
+        url = url or postgres_url()
+        conn = postgres_connect(url)
+        if conn is None:
+            raise RuntimeError(f"no PostgreSQL server answers at {url}")
+        self.conn = conn
+        self.table = postgres_table(conn, "read")
+        encode = msgpack_encoder()
+        self.n = len(data)
+        with conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.table} (id, stream, seq, data) VALUES (%s, %s, %s, %s)",
+                [(new_event_id(), "s", i + 1, encode(d)) for i, d in enumerate(data)],
+            )
+        conn.execute(f"ANALYZE {self.table}")
+        self.decode = msgpack_decoder()
+
+    def read(self) -> float:
+        """Events/s: SELECT the stream by seq (binary format) + typed decode."""
+        decode, sql = self.decode, f"SELECT data FROM {self.table} WHERE stream = %s ORDER BY seq"
+
+        def run() -> None:
+            rows = self.conn.execute(sql, ("s",), binary=True).fetchall()
+            out = [decode(r[0]) for r in rows]
+            assert len(out) == self.n
+
+        return rate(self.n, run)
+
+    def read_all(self) -> float:
+        """Events/s: SELECT everything by position, in pages of 1000, + typed decode."""
+        decode = self.decode
+        sql = (
+            f"SELECT position, data FROM {self.table} WHERE position > %s ORDER BY position "
+            "LIMIT 1000"
+        )
+
+        def run() -> None:
+            out: list[Any] = []
+            after = 0
+            while True:
+                rows = self.conn.execute(sql, (after,), binary=True).fetchall()
+                if not rows:
+                    break
+                out.extend(decode(r[1]) for r in rows)
+                after = rows[-1][0]
+            assert len(out) == self.n
+
+        return rate(self.n, run)
+
+    def last_n(self, n: int) -> Callable[[], object]:
+        """One call: the newest n events of the stream, decoded, oldest first."""
+        decode, conn = self.decode, self.conn
+        sql = f"SELECT data FROM {self.table} WHERE stream = %s ORDER BY seq DESC LIMIT %s"
+
+        def run() -> list[Any]:
+            rows = conn.execute(sql, ("s", n), binary=True).fetchall()
+            return [decode(r[0]) for r in reversed(rows)]
+
+        return run
+
+    def close(self) -> None:
+        """Drop the table and close the connection."""
+        try:
+            self.conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+        finally:
+            self.conn.close()
+
+
+def postgres_drop_schema(schema: str, url: str | None = None) -> None:
     """Drop a schema an eventlog figure made (a PostgreSQL store is one schema)."""
+    url = url or postgres_url()
     psycopg = optional_module("psycopg")
     if psycopg is None:
         return
     with psycopg.connect(url, connect_timeout=2, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def postgres_drop_leftovers(url: str | None = None) -> int:
+    """Drop the schemas and tables this process's figures made: how many (0 without a server)."""
+    url = url or postgres_url()
+    conn = postgres_connect(url)
+    if conn is None:
+        return 0
+    prefix = f"eventlog_bench_{os.getpid()}_"
+    pattern = prefix.replace("_", r"\_") + "%"
+    try:
+        schemas = conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (pattern,)
+        ).fetchall()
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename LIKE %s",
+            (pattern,),
+        ).fetchall()
+        for (name,) in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        for (name,) in tables:
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        return len(schemas) + len(tables)
+    finally:
+        conn.close()
 
 
 # -- decode, fsync, sizes, memory ----------------------------------------------------------------

@@ -6,7 +6,9 @@ time, so the threads share commits through the simplest group commit a careful u
 (`_Grouped`: the first thread to find no commit running commits every row queued, as one
 multi-row INSERT or one write transaction, after waiting at most 1 ms for as many rows as the
 last commit held). Files need no grouping: each thread writes its own file and calls
-`fdatasync` itself, and the kernel runs those calls in parallel.
+`fdatasync` itself, and the kernel runs those calls in parallel. PostgreSQL needs none either:
+each thread has its own connection and autocommits its INSERTs, and the server's WAL flush
+covers every commit that is waiting for it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from typing import Any
 import msgspec
 
 from eventlog.bench.common import msgpack_encoder, rate_until_closed, threads_elapsed
-from eventlog.bench.limits import json_line, lmdb_env, sqlite_table
+from eventlog.bench.limits import (
+    json_line,
+    lmdb_env,
+    postgres_connect,
+    postgres_table,
+    postgres_url,
+    sqlite_table,
+)
 from eventlog.events import EventData, new_event_id
 
 _GATHER_SECONDS = 0.001
@@ -168,3 +177,34 @@ def file_writers(path: Path, data: Sequence[EventData], threads: int, per_thread
         return rate_until_closed(value, threads * per_thread, close)
     finally:
         close()
+
+
+def postgres_writers(
+    path: Path, data: Sequence[EventData], threads: int, per_thread: int, url: str | None = None
+) -> float | None:
+    """Events/s: each thread autocommits single-row INSERTs on its own connection.
+
+    None without a server. `path` is not used: the table is in the benchmark database.
+    """
+    url = url or postgres_url()
+    admin = postgres_connect(url)
+    if admin is None:
+        return None
+    table = postgres_table(admin, "writers")
+    conns = [postgres_connect(url) for _ in range(threads)]
+    encode = msgpack_encoder()
+    sql = f"INSERT INTO {table} (id, stream, seq, data) VALUES (%s, %s, %s, %s)"
+
+    def write(t: int, seq: int, event: EventData, event_id: str) -> None:
+        conns[t].execute(sql, (event_id, f"w{t}", seq, encode(event)))
+
+    try:
+        if any(c is None for c in conns):
+            return None
+        return _run(threads, per_thread, data, write)
+    finally:
+        for conn in conns:
+            if conn is not None:
+                conn.close()
+        admin.execute(f"DROP TABLE IF EXISTS {table}")
+        admin.close()

@@ -46,7 +46,9 @@ from eventlog.projections.providers.render import PROVIDERS, render_json
 from eventlog.projections.tokens import get_counter
 from eventlog.projections.window import WindowBuilder, context_window
 
-BACKENDS = ("memory", "sqlite", "jsonl", "lmdb")
+BACKENDS = ("memory", "sqlite", "jsonl", "lmdb", "postgres")
+DURABLE = (*ours.FILE_BACKENDS, "postgres")
+"""Backends whose appends reach a disk: single durable appends and concurrent writers apply."""
 BATCHES = (10, 100, 1000)
 PEER_ORDER = ("eventsourcing", "openai-agents", "langgraph", "langchain")
 
@@ -62,7 +64,7 @@ class Options:
     peers: bool = True
     """Measure the peers that are installed."""
     postgres: bool = True
-    """Measure raw psycopg when a server answers."""
+    """Measure PostgreSQL (when in `backends` and a server answers at `limits.postgres_url()`)."""
     progress: Progress | None = None
     """Called with one line per figure as it is measured."""
     workdir: Path | None = None
@@ -80,6 +82,8 @@ class _Run:
     series: dict[str, Any] = field(default_factory=dict)
     peers: dict[str, str | None] = field(default_factory=dict)
     counter: int = 0
+    measured: list[str] = field(default_factory=list)
+    """The backends measured so far (asked for, and available here)."""
 
     @property
     def sizes(self) -> Sizes:
@@ -112,17 +116,23 @@ def run(opts: Options) -> dict[str, Any]:
         r = _Run(opts, conversation_events(size), tmp)
         r.peers = peers.available() if opts.peers else {}
         _limits_only(r)
-        for backend in opts.backends:
-            if not ours.backend_available(backend):
-                _say(r, f"skipping {backend}: not available here")
-                continue
-            _appends(r, backend)
-            _reads(r, backend)
-        _storage(r)
-        _memory(r)
-        if opts.peers and opts.sizes.growth_messages:
-            _growth(r)
-        _windows(r)
+        try:
+            for backend in opts.backends:
+                missing = _unavailable(opts, backend)
+                if missing:
+                    _say(r, f"skipping {backend}: {missing}")
+                    continue
+                r.measured.append(backend)
+                _appends(r, backend)
+                _reads(r, backend)
+            _storage(r)
+            _memory(r)
+            if opts.peers and opts.sizes.growth_messages:
+                _growth(r)
+            _windows(r)
+        finally:
+            if "postgres" in r.measured:
+                raw.postgres_drop_leftovers()
     return {
         "eventlog_version": eventlog.__version__,
         "command": opts.command,
@@ -162,6 +172,18 @@ class _workdir:
             self._tmp.cleanup()
 
 
+def _unavailable(opts: Options, backend: str) -> str:
+    """Why `backend` cannot be measured here ('' when it can)."""
+    if not ours.backend_available(backend):
+        return "not available here (its optional dependency is not installed)"
+    if backend == "postgres":
+        if not opts.postgres:
+            return "turned off"
+        if not raw.postgres_available():
+            return f"no server answers at {raw.postgres_url()} (set EVENTLOG_BENCH_POSTGRES)"
+    return ""
+
+
 def _say(r: _Run, line: str) -> None:
     if r.opts.progress is not None:
         r.opts.progress(line)
@@ -194,26 +216,6 @@ def _limits_only(r: _Run) -> None:
             limit_label="msgspec typed decoder",
         )
     )
-    if r.opts.postgres and raw.postgres_available():
-        data = r.data[: r.sizes.batch_events]
-        fns: list[Callable[[], float]] = [lambda: raw.postgres_append(data, 100) or 0.0]
-        if ours.backend_available("postgresql"):
-            fns.append(lambda: _postgres_append(r, data))
-        limit, *found = best_of(r.sizes.rounds, *fns)
-        value = found[0] if found else None
-        fig = Figure(
-            "append.batch100.postgres",
-            "append",
-            "postgres: append 100-event batches",
-            "events/s",
-            True,
-            value=value,
-            limit=limit or None,
-            limit_label="psycopg executemany 100/txn",
-            goal=">= 0.8",
-            note=_PG_NOTE if value is not None else "eventlog's postgres extra is not installed",
-        )
-        r.add(fig)
 
 
 _PG_NOTE = (
@@ -222,29 +224,28 @@ _PG_NOTE = (
 )
 
 
-def _postgres_append(r: _Run, data: list[EventData]) -> float:
-    """Eventlog's 100-event batches on a new schema of the benchmark database, dropped after."""
-    path = r.path("pg")
-    try:
-        return ours.append_rate("postgresql", path, data, 100, "fsync")
-    finally:
-        raw.postgres_drop_schema(ours.postgres_schema(path))
-
-
 # -- appends -------------------------------------------------------------------------------------
 
 _SINGLE_LIMIT = {
     "sqlite": "sqlite3 autocommit, synchronous=FULL",
     "lmdb": "lmdb 1 put/txn, sync",
     "jsonl": "orjson line + fdatasync each",
+    "postgres": "psycopg autocommit INSERT",
 }
-_BATCH_DURABILITY = {"memory": "batch", "sqlite": "batch", "jsonl": "fsync", "lmdb": "fsync"}
+_BATCH_DURABILITY = {
+    "memory": "batch",
+    "sqlite": "batch",
+    "jsonl": "fsync",
+    "lmdb": "fsync",
+    "postgres": "fsync",
+}
 """The level whose syncs match the raw batch limit: SQLite's batch is synchronous=NORMAL (as
 the raw WAL table); the JSONL and LMDB limits sync every batch, as their level fsync does."""
 _BATCH_LIMIT = {
     "sqlite": "sqlite3 executemany {n}/txn, WAL, NORMAL",
     "lmdb": "lmdb {n} puts/txn, sync",
     "jsonl": "orjson lines + fdatasync every {n}",
+    "postgres": "psycopg executemany {n}/txn",
 }
 
 
@@ -255,12 +256,14 @@ def _raw_append(
         return raw.sqlite_append(path, data, batch, "FULL" if durable else "NORMAL")
     if backend == "lmdb":
         return raw.lmdb_append(path, data, batch) or 0.0
+    if backend == "postgres":
+        return raw.postgres_append(data, batch) or 0.0
     return raw.file_append(path, data, batch)
 
 
 def _appends(r: _Run, backend: str) -> None:
     single: float | None = None
-    if backend in ours.FILE_BACKENDS:
+    if backend in DURABLE:
         single = _single(r, backend)
     for n in BATCHES:
         _batch(r, backend, n)
@@ -300,11 +303,13 @@ _RAW_WRITERS: dict[str, Callable[[Path, list[EventData], int, int], float | None
     "sqlite": raw_writers.sqlite_writers,
     "lmdb": raw_writers.lmdb_writers,
     "jsonl": raw_writers.file_writers,
+    "postgres": raw_writers.postgres_writers,
 }
 _RAW_WRITERS_LABEL = {
     "sqlite": "raw sqlite3 with {t} threads sharing multi-row autocommit INSERTs",
     "lmdb": "raw lmdb with {t} threads sharing synced write transactions",
     "jsonl": "raw files, {t} threads each appending and fdatasyncing its own",
+    "postgres": "raw psycopg, {t} threads each autocommitting INSERTs on its own connection",
 }
 
 
@@ -381,6 +386,7 @@ def _batch(r: _Run, backend: str, n: int) -> None:
             goal=">= 0.8" if n == 100 and backend != "memory" else "",
             note=_notes(
                 _UNTIL_CLOSED if backend == "sqlite" else "",
+                _PG_NOTE if backend == "postgres" else "",
                 _reference_note(value, reference, extra[0] if extra else None),
             ),
         )
@@ -524,6 +530,7 @@ _READ_LIMIT = {
     "sqlite": "sqlite3 SELECT + msgspec decode",
     "lmdb": "lmdb cursor scan + msgspec decode",
     "jsonl": "file line iteration + msgspec JSON decode",
+    "postgres": "psycopg SELECT (binary) + msgspec decode",
 }
 
 
@@ -543,6 +550,9 @@ def _raw_readers(
     if backend == "jsonl":
         file_reader = raw.FileReader(r.path("raw-read.jsonl"), data)
         return file_reader.read, file_reader.read, None, lambda: None
+    if backend == "postgres":
+        pg_reader = raw.PostgresReader(data)
+        return pg_reader.read, pg_reader.read_all, pg_reader.last_n(LAST_N), pg_reader.close
     decode = raw.msgspec_decode(data)
     return decode, decode, None, lambda: None
 
@@ -600,11 +610,17 @@ def _last_n(
             False,
             value=value,
             limit=limit,
-            limit_label="sqlite3 SELECT DESC LIMIT + decode" if limit is not None else "",
+            limit_label=_LAST_N_LIMIT.get(backend, "") if limit is not None else "",
             peers=found,
             note=note,
         )
     )
+
+
+_LAST_N_LIMIT = {
+    "sqlite": "sqlite3 SELECT DESC LIMIT + decode",
+    "postgres": "psycopg SELECT DESC LIMIT + decode",
+}
 
 
 def _replay(r: _Run, backend: str, store: ours.Populated, limit_read: Callable[[], float]) -> None:
@@ -630,8 +646,8 @@ def _replay(r: _Run, backend: str, store: ours.Populated, limit_read: Callable[[
 def _storage(r: _Run) -> None:
     data = r.data[: r.sizes.batch_events]
     json_size = raw.json_bytes_per_event(data)
-    for backend in r.opts.backends:
-        if backend not in ours.FILE_BACKENDS or not ours.backend_available(backend):
+    for backend in r.measured:
+        if backend not in ours.FILE_BACKENDS:
             continue
         for mode in ("none", "zstd", "zstd+dict"):
             value = ours.storage_per_event(backend, r.path(f"size-{mode}"), data, mode)
@@ -653,8 +669,8 @@ def _storage(r: _Run) -> None:
 
 def _memory(r: _Run) -> None:
     # A file backend decodes every event it returns (memory hands back its own objects).
-    order = [b for b in r.opts.backends if b != "memory"] + ["memory"]
-    backend = next((b for b in order if b in r.opts.backends and ours.backend_available(b)), None)
+    order = [b for b in r.measured if b != "memory"] + ["memory"]
+    backend = next((b for b in order if b in r.measured), None)
     if backend is None:
         return
     data = r.data[: r.sizes.read_events]

@@ -14,7 +14,7 @@ from rich.table import Table
 from eventlog.bench.common import FULL, QUICK, SIZES, optional_module
 from eventlog.cli.app import cli, console, err_console
 
-BACKEND_CHOICES = ("memory", "sqlite", "jsonl", "lmdb")
+BACKEND_CHOICES = ("memory", "sqlite", "jsonl", "lmdb", "postgres")
 
 
 @cli.command("bench")
