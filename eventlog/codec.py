@@ -440,6 +440,10 @@ class Codec:
             rec = msgspec.structs.replace(rec, data=plain, codec=inner)
         return self.compression.unpack(rec, location)
 
+    def open_payload(self, rec: Record, location: str = "") -> bytes:
+        """A sealed record's payload as compressed before sealing (its codec without 16)."""
+        return self._open(rec, "data", rec.data, location)
+
     def seal(
         self, aead: Any, stream: str, seq: int, event_id: str, plain: bytes, meta: bytes
     ) -> tuple[bytes, bytes, int]:

@@ -20,13 +20,17 @@ unencrypted in a target without a key store. Unencrypted events copied into a ta
 key store are encrypted (a new chain too). `CopyReport.encrypted` and `.decrypted` count them.
 
 Erased streams (their key deleted; see `eventlog.encryption.erase_stream`) are copied as stored:
-their sealed events stay unreadable and keep their hashes, and the events they held from
-before encryption was turned on stay plain. The target's key store must say they are erased:
-one that shares the source's key directory does, another one is told (an erasure marker, no
-key), and a target without a key store, or one holding a live key for such a stream, is
-refused, as is another payload format for a stream with sealed events. With
-`leave_out_erased`, the erased streams and every fork descending from one are left out
-instead (`CopyReport.left_out`), which is how an erased store is exported for an auditor.
+their sealed events stay unreadable and keep their ciphertext (and their hashes, unless the
+chain they continue was sealed anew: an erased fork of an ancestor encrypted again), and the
+events they held from before encryption was turned on stay plain. The target's key store
+must say they are erased: one that shares the source's key directory does, another one is
+told (an erasure marker, no key), and a target without a key store, or one holding a live
+key for such a stream, is refused, as is another payload format for a stream with sealed
+events. With `leave_out_erased`, the erased streams and every fork descending from one are left out
+instead (`CopyReport.left_out`), which is how an erased store is exported for an auditor. A
+stream erased while the copy runs is taken as erased too, where the target can hold it so.
+Sealed payloads kept as stored that were compressed with a trained dictionary bring that
+dictionary into the target.
 
 Nothing is written unless all of it can be: the source is verified first, every event is checked
 against the target's size limit (and, between formats, encoded once) before any is written (a
@@ -44,7 +48,8 @@ import msgspec
 
 from eventlog.backends.base import ForkInfo, Record
 from eventlog.codec import GENESIS, Encoded, chain_hash
-from eventlog.encryption import ENCRYPTED, Encryption
+from eventlog.compression import ZSTD_DICT, dict_blob_key
+from eventlog.encryption import ENCRYPTED, OVERHEAD, Encryption
 from eventlog.errors import CorruptionError, UsageError, ValidationError
 from eventlog.events import Event
 from eventlog.store import PAGE, Store
@@ -128,16 +133,17 @@ def copy_store(
             source, target, head, forks, same, total, progress, erased, decrypt, left_out
         )
     _check_target_keys(source, target, erased, left_out)
-    copied_erased = _mark_erased(target, erased, source, head, forks)
     for fork in sorted(forks.values(), key=lambda f: (f.ts, f.stream)):
         target.backend.create_fork(fork)
     copy = _Copy(source, target, same, erased, left_out)
-    copied, streams = copy.events(head, total, progress)
+    copied, streams = copy.events(head, total - skipped, progress)
     if copied + skipped != total:  # `_check` counted the same records: only a bug gets here
         raise CorruptionError(
             f"copied {copied} events and left out {skipped}, but verified {total}",
             location=source.location,
         )
+    # Only now: an erasure marker is for good, and a key directory may be shared with others.
+    copied_erased = _mark_erased(target, copy.erased, source, head, forks)
     kept = streams | set(forks)
     return CopyReport(
         len(kept),
@@ -337,18 +343,16 @@ def _check(
             _check_seq(source, rec, next_seq, forks)
             if rec.codec & ENCRYPTED:
                 _check_sealed(source, target, rec, same, sealing, erased, decrypt)
-                if rec.stream in erased:
-                    continue  # copied as stored: no plain size to check
+                if rec.stream in erased:  # copied as stored: its plain size is known uncompressed
+                    if rec.codec == ENCRYPTED and len(rec.data) - OVERHEAD > limit:
+                        _too_large(rec, len(rec.data) - OVERHEAD, target)
+                    continue
             if not same:
                 _convert(source, target, rec)
             elif rec.codec or len(rec.data) > limit:
                 size = len(source.codec.unpack(rec, source.location))
                 if size > limit:
-                    raise ValidationError(
-                        f"{rec.stream!r} seq {rec.seq} ({rec.id}) encodes to {size} bytes, the "
-                        f"limit of {target.location} is {limit}; nothing was copied",
-                        field="data",
-                    )
+                    _too_large(rec, size, target)
         checked += len(page)
         if progress is not None:
             progress("check", checked, total)
@@ -359,6 +363,15 @@ def _check(
             location=source.location,
         )
     return skipped
+
+
+def _too_large(rec: Record, size: int, target: Store) -> None:
+    """ValidationError: the record's payload is over the target's size limit."""
+    raise ValidationError(
+        f"{rec.stream!r} seq {rec.seq} ({rec.id}) encodes to {size} bytes, the limit of "
+        f"{target.location} is {target.codec.max_event_bytes}; nothing was copied",
+        field="data",
+    )
 
 
 def _check_seq(
@@ -420,6 +433,8 @@ class _Copy:
         """Whether some hash differs from the source's (events encrypted or decrypted anew)."""
         self._keep: dict[str, bool] = {}
         self._aeads: dict[str, object] = {}
+        self._dictionaries: set[str] = set()
+        """Dictionary blobs known to be in the target."""
 
     def events(self, head: int, total: int, progress: Progress | None) -> tuple[int, set[str]]:
         """Append the records up to `head`, in runs of one stream: (events copied, streams)."""
@@ -453,10 +468,58 @@ class _Copy:
 
     def _tails(self, rec: Record) -> tuple[bytes, bytes]:
         """(target, source) hash before a stream's first copied record: genesis or a fork's."""
+        self._erased_meanwhile(rec.stream)
         target_prev = self.target._tail(rec.stream, fresh=True)[1]
         if rec.seq == 1:
             return target_prev, GENESIS
         return target_prev, self.source._record_at(rec.stream, rec.seq - 1).hash
+
+    def _erased_meanwhile(self, stream: str) -> None:
+        """Take a stream erased in the source since the checks (a race) as erased too.
+
+        It is copied as stored, like those found erased before; CorruptionError if the target
+        cannot hold it so (the copy is then incomplete).
+        """
+        mine = self.source.codec.encryption
+        if stream in self.erased or mine is None or not mine.keys.erased(stream):
+            return
+        theirs = self.target.codec.encryption
+        if not self.same or theirs is None or theirs.keys.get(stream) is not None:
+            raise CorruptionError(
+                f"stream {stream!r} was erased while the copy ran, and "
+                f"{self.target.location} cannot hold it erased: the copy there is incomplete; "
+                "delete it and copy again",
+                stream=stream,
+                location=self.source.location,
+            )
+        self.erased.add(stream)
+        self._keep.pop(stream, None)
+
+    def _with_dictionary(self, rec: Record) -> None:
+        """Copy the zstd dictionary a kept sealed record was compressed with, if needed.
+
+        Its id is inside the ciphertext, so the record is opened to read it (an erased one
+        cannot be, and needs none: it is unreadable anyway).
+        """
+        if not rec.codec & ZSTD_DICT or rec.stream in self.erased:
+            return
+        packed = self.source.codec.open_payload(rec, self.source.location)
+        key = dict_blob_key(int.from_bytes(packed[:4], "big"))
+        if key in self._dictionaries:
+            return
+        blob = self.source.backend.get_blob(key)
+        theirs = self.target.backend.get_blob(key)
+        if blob is None or (theirs is not None and theirs != blob):
+            raise CorruptionError(
+                f"the zstd dictionary {key} its payload was compressed with is "
+                + ("missing" if blob is None else f"another one in {self.target.location}"),
+                stream=rec.stream,
+                seq=rec.seq,
+                location=self.source.location,
+            )
+        if theirs is None:
+            self.target.backend.put_blob(key, blob)
+        self._dictionaries.add(key)
 
     def keeps(self, rec: Record) -> bool:
         """Whether an encrypted record goes into the target as stored (ciphertext kept)."""
@@ -489,6 +552,7 @@ class _Copy:
         data = None
         erased = rec.stream in self.erased  # its plain events stay plain: no key to seal with
         if rec.codec & ENCRYPTED and self.keeps(rec):
+            self._with_dictionary(rec)
             stored, meta, codec_id, hashed = rec.data, rec.meta, rec.codec, rec.data
             type_, version = rec.type, rec.version
         else:

@@ -185,11 +185,7 @@ class FileKeyStore:
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise UsageError(
-                f"the key directory {path} cannot be used: {reason} (keys= must name a "
-                "directory this process can create and write)"
-            ) from None
+            raise unusable_key_directory(path, exc) from None
         self.hard_links = hard_links
         """Whether new keys are published by a hard link (else by a rename under a lock)."""
         self._paths: dict[str, tuple[str, str]] = {}
@@ -381,6 +377,14 @@ def _destroy(path: str) -> bool:
     return True
 
 
+def unusable_key_directory(path: str | os.PathLike[str], exc: OSError) -> UsageError:
+    """The error for a key directory that cannot be made or written."""
+    return UsageError(
+        f"the key directory {os.fspath(path)} cannot be used: {exc.strerror or exc} (keys= "
+        "must name a directory this process can create and write)"
+    )
+
+
 def _read_key(stream: str, path: str) -> bytes | None:
     """The key in a key file, None if there is none; MissingKeyError or CorruptionError."""
     try:
@@ -419,6 +423,9 @@ class RehearsalKeyStore:
             self._base = base
         else:
             self._directory = os.fspath(base)
+            if os.path.exists(self._directory) and not os.path.isdir(self._directory):
+                error = NotADirectoryError(errno.ENOTDIR, "Not a directory", self._directory)
+                raise unusable_key_directory(self._directory, error)  # as FileKeyStore would
         self._memory = MemoryKeyStore()
 
     @property
@@ -436,6 +443,8 @@ class RehearsalKeyStore:
             return key
         if self._base is not None:
             return self._base.get(stream)
+        if os.path.exists(self._path(stream, ".erased")):
+            return None  # an erasure cut short: opening the directory finishes it
         return _read_key(stream, self._path(stream, ".key"))
 
     def get_or_create(self, stream: str) -> bytes:

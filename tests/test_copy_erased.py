@@ -183,6 +183,11 @@ def test_export_leaves_erased_streams_out_only_when_asked(tmp_path: Path) -> Non
     refused = export(target, "--decrypt", "--quiet")
     assert refused.returncode == 1, refused.stderr
     assert "--leave-out-erased" in refused.stderr and not (tmp_path / "audit").exists()
+    with el.open(f"jsonl://{tmp_path}/existing"):
+        pass  # an empty store that exists: refused the same way, and no key directory made
+    existing = export(f"jsonl://{tmp_path}/existing?keys={tmp_path}/new-keys", "--quiet")
+    assert existing.returncode == 1 and "cannot be converted" in existing.stderr
+    assert not (tmp_path / "new-keys").exists()
     done = export(target, "--decrypt", "--leave-out-erased", "--quiet")
     assert done.returncode == 0, done.stderr
     assert (
@@ -216,3 +221,105 @@ def test_a_rehearsal_reads_the_key_store_and_writes_nothing_to_it(tmp_path: Path
         trial.append("new", [el.ModelInput.from_text("key made in memory")])
         assert ks.delete("live") and ks.erased("live")
     assert sorted(p.name for p in keys.iterdir()) == before
+
+
+def test_a_rehearsal_refuses_a_key_path_that_is_a_file_as_the_store_would(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not keys")
+    with pytest.raises(el.UsageError, match="key directory .*afile cannot be used: Not a dir"):
+        rehearsal(f"sqlite:///{tmp_path}/a.db?keys={tmp_path}/afile")
+
+
+def test_an_erasure_cut_short_in_the_target_key_directory_is_no_live_key(tmp_path: Path) -> None:
+    """Opening the directory finishes the erasure (the key file goes): the rehearsal agrees."""
+    keys, other = tmp_path / "keys", tmp_path / "other-keys"
+    with el.open(_source(tmp_path, keys), keys=keys) as source:
+        FileKeyStore(other).get_or_create("mixed")
+        key_file = next(other.glob("*.key"))
+        kept = key_file.read_bytes()
+        FileKeyStore(other).delete("mixed")
+        key_file.write_bytes(kept)  # as if the erasure had crashed before removing the key
+        report = _copy_via_rehearsal(source, f"sqlite:///{tmp_path}/copy.db?keys={other}")
+        assert report.erased == 2 and not key_file.exists()
+
+
+def test_a_stream_erased_while_the_copy_runs_is_copied_as_erased(tmp_path: Path) -> None:
+    keys, other = tmp_path / "keys", tmp_path / "other-keys"
+    with el.open(_source(tmp_path, keys), keys=keys) as source:
+        erased_now: list[str] = []
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase == "check" and not erased_now:  # after the checks saw "kept" readable
+                erase_stream(source, "kept")
+                erased_now.append("kept")
+
+        target_url = f"sqlite:///{tmp_path}/copy.db?keys={other}"
+        with el.open(target_url) as target:
+            report = copy_store(source, target, progress=progress)
+            assert (report.events, report.erased) == (9, 3)
+            assert target.verify().erased == ["kept", "mixed"]
+            assert FileKeyStore(other).erased("kept") and FileKeyStore(other).get("kept") is None
+
+
+def test_an_erased_events_size_is_checked_against_the_target_limit(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    url = f"sqlite:///{tmp_path}/source.db"
+    with el.open(url, keys=keys) as store:
+        store.append("big", [el.ModelInput.from_text("x" * 20_000)])
+        erase_stream(store, "big")
+        target_url = f"sqlite:///{tmp_path}/copy.db?keys={keys}&max_event_bytes=10000"
+        with pytest.raises(el.ValidationError, match="'big' seq 1 .* the limit of .* is 10000"):
+            _copy_via_rehearsal(store, target_url)
+    assert not (tmp_path / "copy.db").exists()
+
+
+def test_leaving_out_reports_progress_up_to_the_events_copied(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    seen: list[tuple[str, int, int]] = []
+    with (
+        el.open(_source(tmp_path, keys), keys=keys) as source,
+        el.open(f"jsonl://{tmp_path}/copy") as target,
+    ):
+        copy_store(
+            source,
+            target,
+            decrypt=True,
+            leave_out_erased=True,
+            progress=lambda *args: seen.append(args),
+        )
+    assert [s for s in seen if s[0] == "copy"][-1] == ("copy", 3, 3)
+
+
+def test_same_keys_copy_the_dictionary_of_sealed_dictionary_compressed_events(
+    tmp_path: Path,
+) -> None:
+    """A sealed payload compressed with a trained dictionary is kept as stored: the target
+    gets the dictionary blob it needs (its id is inside the ciphertext)."""
+    from eventlog.bench.workload import conversation_events
+    from eventlog.compression import train_dictionary
+
+    keys = tmp_path / "keys"
+    url = f"sqlite:///{tmp_path}/source.db?compression=zstd"
+    with el.open(url) as plain:
+        plain.append("train", conversation_events(600, 0))
+        train_dictionary(plain)
+    with el.open(url, keys=keys) as source:
+        source.append("live", conversation_events(20, 1))
+        assert {r.codec for r in source.backend.read("live", 1, None)} == {ENCRYPTED | 2}
+        target_url = (
+            f"lmdb://{tmp_path}/copy?keys={keys}"
+            if _has_lmdb()
+            else (f"sqlite:///{tmp_path}/copy.db?keys={keys}")
+        )
+        _copy_via_rehearsal(source, target_url)
+        with el.open(target_url) as target:
+            assert target.verify().ok
+            assert [e.data for e in target.read("live")] == [e.data for e in source.read("live")]
+            live = [r for r in target.backend.read_all(0, 1000) if r.stream == "live"]
+            assert {r.codec for r in live} == {ENCRYPTED | 2}
+            assert [r.hash for r in live] == [r.hash for r in source.backend.read("live", 1, None)]
+
+
+def _has_lmdb() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("lmdb") is not None

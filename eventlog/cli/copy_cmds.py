@@ -9,7 +9,7 @@ from rich.progress import Progress, TaskID
 
 import eventlog
 from eventlog.cli.app import cli, console, count, emit_json, open_store, progress_bar
-from eventlog.connect import in_process, rehearsal, store_exists
+from eventlog.connect import in_process, rehearsal
 from eventlog.copy import Phase, copy_store
 from eventlog.errors import UsageError
 from eventlog.store import Store, VerifyReport
@@ -77,24 +77,17 @@ def export_cmd(
         bar.update(tasks[phase], completed=done, total=total or None)
 
     with bar:
-        if store_exists(target):
+        # Checked on a stand-in first, whether the target exists or not: a refused copy makes
+        # no new store and no key directory, and writes nothing into an existing one.
+        with rehearsal(target) as trial:
             report = copy_store(
                 source,
-                open_target(),
+                open_target,
                 progress=progress,
+                rehearse=trial,
                 decrypt=decrypt,
                 leave_out_erased=leave_out_erased,
             )
-        else:  # checked on a stand-in first: a refused copy leaves no new store behind
-            with rehearsal(target) as trial:
-                report = copy_store(
-                    source,
-                    open_target,
-                    progress=progress,
-                    rehearse=trial,
-                    decrypt=decrypt,
-                    leave_out_erased=leave_out_erased,
-                )
         dest = opened[0]
         check = _verify_copy(dest, bar)
     if as_json:
