@@ -209,8 +209,8 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     OpenAI gets it back as a custom tool call (`custom_tool_call`, `type: custom`)."""
     after: int | None = None
     """How many of the output's `parts` came before this call in the provider's response
-    (None: not recorded). OpenAI Responses outputs record it, so a reasoning item goes back
-    right before the call it preceded."""
+    (None: not recorded). OpenAI Responses and Gemini outputs record it, so reasoning and text
+    go back to that provider where they stood among the calls."""
 
     @classmethod
     def parse(cls, id: str, name: str, raw_arguments: str, **kw: Any) -> ToolCall:

@@ -29,8 +29,8 @@ USAGE = {
 EXPECTED = ModelOutput(
     parts=(ReasoningPart(text=THOUGHT), TextPart(text=TEXT)),
     tool_calls=(
-        ToolCall.parse("get_weather_0", "get_weather", '{"city":"Paris"}', signature=SIG),
-        ToolCall.parse("call-7", "get_time", "{}"),
+        ToolCall.parse("get_weather_0", "get_weather", '{"city":"Paris"}', signature=SIG, after=2),
+        ToolCall.parse("call-7", "get_time", "{}", after=2),
     ),
     invocation=Invocation(provider="google", specification="generateContent", model=MODEL),
     usage=Usage(
@@ -78,6 +78,83 @@ def test_body_stream_sse_and_json_array() -> None:
     assert ingest_sse(sse_text(chunks()).replace("\n", "\r\n")) == EXPECTED
     assert ingest_text("gemini", orjson.dumps(chunks()).decode()) == EXPECTED
     assert ingest_text("gemini", sse_text(chunks())) == EXPECTED
+
+
+THOUGHT_SIG = "dGhvdWdodA=="
+INTERLEAVED = [
+    {"text": THOUGHT, "thought": True, "thoughtSignature": THOUGHT_SIG},
+    {"text": "I'll check Paris. "},
+    CALL_A,
+    {"text": "And the time."},
+    CALL_B,
+]
+"""A reply whose text stands between its calls, as Gemini sends it."""
+INTERLEAVED_OUTPUT = ModelOutput(
+    parts=(
+        ReasoningPart(text=THOUGHT, signature=THOUGHT_SIG),
+        TextPart(text="I'll check Paris. "),
+        TextPart(text="And the time."),
+    ),
+    tool_calls=(
+        ToolCall.parse("get_weather_0", "get_weather", '{"city":"Paris"}', signature=SIG, after=2),
+        ToolCall.parse("call-7", "get_time", "{}", after=3),
+    ),
+    invocation=Invocation(provider="google", specification="generateContent", model=MODEL),
+    stop_reason="tool_use",
+    provider_stop_reason="STOP",
+)
+
+
+def test_interleaved_calls_record_their_place() -> None:
+    """Each call records how many parts came before it (`after`), so text between calls can go
+    back where it stood; REST camelCase and google-genai snake_case alike."""
+    assert ingest_response(chunk(INTERLEAVED, "STOP")) == INTERLEAVED_OUTPUT
+    sig = bytes(range(256))
+    dumped = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"text": THOUGHT, "thought": True, "thought_signature": b"thought"},
+                        {"text": "I'll check Paris. "},
+                        {
+                            "function_call": {"name": "get_weather", "args": {"city": "Paris"}},
+                            "thought_signature": sig,
+                        },
+                        {"text": "And the time."},
+                        {"function_call": {"name": "get_time", "args": {}, "id": "call-7"}},
+                    ],
+                },
+                "finish_reason": "STOP",
+            }
+        ],
+        "model_version": MODEL,
+    }
+    assert ingest_response(dumped) == INTERLEAVED_OUTPUT
+
+
+def test_streamed_interleaved_calls_count_the_parts_as_stored() -> None:
+    """Text of one kind accumulates across chunks into one part: a call's place counts the
+    merged parts, not the chunks' pieces (nor a closing empty part holding a signature)."""
+    stream = [
+        chunk([{"text": THOUGHT[:5], "thought": True}]),
+        chunk([{"text": THOUGHT[5:], "thought": True, "thoughtSignature": THOUGHT_SIG}]),
+        chunk([{"text": "I'll check "}]),
+        chunk([{"text": "Paris. "}, CALL_A]),
+        chunk([{"text": "And the "}]),
+        chunk([{"text": "time."}, CALL_B], "STOP"),
+    ]
+    assert ingest_stream(stream) == INTERLEAVED_OUTPUT
+    assert ingest_sse(sse_text(stream)) == INTERLEAVED_OUTPUT
+    signed = [
+        *stream[:-1],
+        chunk([{"text": "time."}]),
+        chunk([{"text": "", "thoughtSignature": "c2ln"}]),
+    ]
+    out = ingest_stream([*signed, chunk([CALL_B], "STOP")])
+    assert out.parts[2] == TextPart(text="And the time.", signature="c2ln")
+    assert [c.after for c in out.tool_calls] == [2, 3]
 
 
 def test_signature_in_a_last_empty_text_part() -> None:

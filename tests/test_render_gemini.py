@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 
+from eventlog.events import ModelOutput, ReasoningPart, TextPart, ToolResult
 from eventlog.projections.providers.gemini import render
+from eventlog.projections.providers.ingest_gemini import ingest_response, ingest_stream
 from eventlog.projections.providers.render_common import CANCELLED_TEXT
 from tests import render_windows as rw
 
@@ -283,3 +286,120 @@ def test_gemini_3_gets_the_placeholder_signature_on_unsigned_calls() -> None:
     assert signed == model(call("search", {}, sig="SIG1"), call("search", {"q": 2}))
     unsigned = render(own(None), model="gemini-3-pro-preview")["contents"][1]  # Gemini 2.5's
     assert unsigned == model(call("search", {}, sig=skip), call("search", {"q": 2}))
+
+
+INTERLEAVED = [
+    {"text": "Two cities, two calls.", "thought": True, "thoughtSignature": "TSIG"},
+    {"text": "I'll check Paris."},
+    call("get_weather", {"city": "Paris"}, sig="CSIG"),
+    {"text": "And Tokyo."},
+    call("get_weather", {"city": "Tokyo"}),
+    {"text": "Then I compare."},
+]
+"""Gemini's reply with text between and after its calls: it must go back exactly so."""
+
+
+def reply(parts: list[dict[str, Any]], finish: bool = False) -> dict[str, Any]:
+    """A generateContent response (or stream chunk) holding `parts`."""
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}}
+    if finish:
+        candidate["finishReason"] = "STOP"
+    return {"candidates": [candidate], "modelVersion": "gemini-x"}
+
+
+STREAMED = [
+    reply([INTERLEAVED[0]]),
+    reply([{"text": "I'll check "}]),
+    reply([{"text": "Paris."}, INTERLEAVED[2]]),
+    reply([{"text": "And"}]),
+    reply([{"text": " Tokyo."}, INTERLEAVED[4]]),
+    reply([INTERLEAVED[5]], finish=True),
+]
+"""The same reply streamed: texts in pieces, a call in the chunk that ends a text."""
+
+
+def interleaved(*answers: ToolResult, stream: bool = False) -> rw.Window:
+    """A question, the reply ingested (as one body, or streamed), then the calls' results."""
+    output = ingest_stream(STREAMED) if stream else ingest_response(reply(INTERLEAVED, True))
+    return rw.win(rw.text_in("Weather in Paris and Tokyo?"), output, rw.results(*answers))
+
+
+PARIS = rw.ok("get_weather_0", "get_weather", "18C")
+TOKYO = rw.ok("get_weather_1", "get_weather", "22C")
+
+
+def test_interleaved_reply_goes_back_in_gemini_order() -> None:
+    """Ingest records where each call stood; rendering puts every functionCall back there,
+    signatures on the parts they came with, responses in call order whatever their arrival."""
+    expected = body(
+        user("Weather in Paris and Tokyo?"),
+        model(*INTERLEAVED),
+        user(resp("get_weather", "18C"), resp("get_weather", "22C")),
+    )
+    assert r(interleaved(PARIS, TOKYO)) == expected
+    assert r(interleaved(TOKYO, PARIS, stream=True)) == expected
+    gemini_3 = render(interleaved(PARIS, TOKYO), model="gemini-3-pro-preview")
+    assert gemini_3 == expected  # the first call is signed: no placeholder
+
+
+def test_dropping_the_first_interleaved_call_leaves_no_gap() -> None:
+    """`unanswered="drop"` of the first call: the texts around it stay, the next call keeps its
+    own place and takes the signature (Gemini signs the first of parallel calls only)."""
+    assert r(interleaved(TOKYO), unanswered="drop")["contents"][1:] == [
+        model(
+            INTERLEAVED[0],
+            "I'll check Paris.",
+            "And Tokyo.",
+            call("get_weather", {"city": "Tokyo"}, sig="CSIG"),
+            "Then I compare.",
+        ),
+        user(resp("get_weather", "22C")),
+    ]
+
+
+def test_call_places_count_the_parts_not_sent() -> None:
+    """Blank text and unsigned thoughts are not sent but count in `after`; a place past the
+    parts is their end, and one before the previous call's follows it (call order holds)."""
+    parts = (
+        TextPart(text="\n"),
+        TextPart(text="Checking."),
+        ReasoningPart(text="unsigned"),
+        TextPart(text="  "),
+        TextPart(text="Done?"),
+    )
+    w = rw.win(
+        rw.text_in("Go."),
+        rw.calls_out(
+            rw.call("c1", "search", '{"q": 1}', after=2),
+            rw.call("c2", "search", '{"q": 2}', after=4),
+            rw.call("c3", "search", '{"q": 3}', after=0),
+            rw.call("c4", "search", '{"q": 4}', after=9),
+            parts=parts,
+            invocation=rw.GOOGLE,
+        ),
+        rw.results(*(rw.ok(f"c{k}", "search", str(k)) for k in range(1, 5))),
+    )
+    q = [call("search", {"q": k}) for k in range(1, 5)]
+    assert r(w)["contents"][1] == model("Checking.", q[0], q[1], q[2], "Done?", q[3])
+
+
+def test_only_googles_placed_outputs_are_reordered() -> None:
+    """Another provider's output, or one with a kept call whose place is not recorded (an
+    earlier version's), goes back as before: text first, then the calls."""
+    parts = (TextPart(text="A", signature="S"), TextPart(text="B"))
+    calls = (rw.call("c1", "search", "{}", after=1), rw.call("c2", "search", '{"q": 2}', after=1))
+    answers = rw.results(rw.ok("c1", "search", "1"), rw.ok("c2", "search", "2"))
+
+    def first_model_turn(output: ModelOutput) -> dict[str, Any]:
+        return r(rw.win(rw.text_in("Go."), output, answers))["contents"][1]
+
+    own = ModelOutput(parts=parts, tool_calls=calls, invocation=rw.GOOGLE)
+    q1, q2 = call("search", {}), call("search", {"q": 2})
+    assert first_model_turn(own) == model({"text": "A", "thoughtSignature": "S"}, q1, q2, "B")
+    for invocation in (rw.ANTHROPIC, rw.OPENAI_RESPONSES, None):
+        other = msgspec.structs.replace(own, invocation=invocation)
+        assert first_model_turn(other) == model("A", "B", q1, q2)
+    unplaced = msgspec.structs.replace(
+        own, tool_calls=(calls[0], msgspec.structs.replace(calls[1], after=None))
+    )
+    assert first_model_turn(unplaced) == model({"text": "A", "thoughtSignature": "S"}, "B", q1, q2)

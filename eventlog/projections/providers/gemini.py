@@ -3,8 +3,9 @@
 Rules held by construction: the current instruction as `systemInstruction`; strict user/model
 alternation (same-role turns merge, in order), starting with a user turn; one
 `functionResponse` per `functionCall`, in call order, in the user turn right after the call;
-thought signatures kept on the part they came with, for outputs Google produced only; no empty
-text parts. The model name is not part of the body (it is in the request URL).
+thought signatures kept on the part they came with, for outputs Google produced only (whose
+functionCall parts go back among the text where Gemini sent them); no empty text parts. The
+model name is not part of the body (it is in the request URL).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eventlog.events import Attachment, ModelOutput, ReasoningPart, TextPart
+from eventlog.events import Part as OutputPart
 from eventlog.projections.providers.render_common import (
     OPENING_TEXT,
     Answer,
@@ -127,13 +129,17 @@ class _Contents(SystemSlot):
         self._add("user", [{"text": instruction_text(text)}])
 
     def output(self, output: ModelOutput, seq: int, answers: Sequence[Answer]) -> None:
-        """The model turn, then one functionResponse per call in call order, then attachments."""
+        """The model turn, then one functionResponse per call in call order, then attachments.
+
+        Google's own outputs whose kept calls recorded their place (`ToolCall.after`) get each
+        functionCall back where Gemini sent it; other outputs list the calls after the text.
+        """
         self.start_turn()
         own = from_provider(output, PROVIDER)
-        parts = _model_parts(output, own)
         if not answers:
-            self._add("model", parts)
+            self._add("model", _model_parts(output.parts, own))
             return
+        calls: list[Part] = []
         responses: list[Part] = []
         attached: list[Part] = []
         carried = _dropped_signature(output, answers) if own else None
@@ -146,14 +152,18 @@ class _Contents(SystemSlot):
                 signature = self.unsigned
             if signature is not None:
                 part["thoughtSignature"] = signature
-            parts.append(part)
+            calls.append(part)
             response = {"error" if is_error(result) else "output": result_text(result)}
             responses.append(
                 {"functionResponse": {"name": _tool_name(call.name), "response": response}}
             )
             if result.attachments:
                 attached += [_attachment(x) for x in result.attachments]
-        self._add("model", parts)
+        places = [call.after for call, _, _ in answers if call.after is not None]
+        if own and len(places) == len(answers):
+            self._add("model", _in_place(output.parts, places, calls))
+        else:
+            self._add("model", _model_parts(output.parts, own) + calls)
         self._add("user", responses + attached if attached else responses)
 
     def _add(self, role: str, parts: list[Part]) -> None:
@@ -181,22 +191,41 @@ def _dropped_signature(output: ModelOutput, answers: Sequence[Answer]) -> str | 
     return None
 
 
-def _model_parts(output: ModelOutput, own: bool) -> list[Part]:
+def _in_place(
+    parts: Sequence[OutputPart], places: Sequence[int], calls: Sequence[Part]
+) -> list[Part]:
+    """Google's own parts with each functionCall part back at its place among them.
+
+    A place counts the output's parts (blank ones, which are not sent, included), clamped to
+    them and never before the previous call's: calls keep call order, which pairs responses.
+    """
+    out: list[Part] = []
+    i = 0
+    for place, call in zip(places, calls, strict=True):
+        end = min(max(place, i), len(parts))
+        out += _model_parts(parts[i:end], True)
+        out.append(call)
+        i = end
+    out += _model_parts(parts[i:], True)
+    return out
+
+
+def _model_parts(parts: Sequence[OutputPart], own: bool) -> list[Part]:
     """Text and thoughts; Google's own keep their signature (and then even an empty text)."""
-    parts: list[Part] = []
-    for p in output.parts:
+    out: list[Part] = []
+    for p in parts:
         if isinstance(p, TextPart):
             sig = p.signature if own else None
             if sig is not None:
-                parts.append({"text": p.text, "thoughtSignature": sig})
+                out.append({"text": p.text, "thoughtSignature": sig})
             elif p.text and not p.text.isspace():
-                parts.append({"text": p.text})
+                out.append({"text": p.text})
         elif isinstance(p, ReasoningPart):
             if own and p.signature is not None:
-                parts.append({"text": p.text, "thought": True, "thoughtSignature": p.signature})
+                out.append({"text": p.text, "thought": True, "thoughtSignature": p.signature})
         elif p.text and not p.text.isspace():  # a refusal
-            parts.append({"text": p.text})
-    return parts
+            out.append({"text": p.text})
+    return out
 
 
 def _attachment(a: Attachment) -> Part:

@@ -169,6 +169,23 @@ class GeminiAccumulator(Accumulator):
     def _calls(self) -> list[ToolCall]:
         return [i for i in self._items if isinstance(i, ToolCall)]
 
+    def _parts_and_calls(self) -> tuple[list[Part], list[ToolCall]]:
+        """The finished parts, and the calls with how many of those parts came before each.
+
+        Each `_Text` item is one part (pieces merged across chunks already), so a call's place
+        (`ToolCall.after`) counts the parts as they are stored.
+        """
+        parts: list[Part] = []
+        calls: list[ToolCall] = []
+        for item in self._items:
+            if isinstance(item, ToolCall):
+                calls.append(msgspec.structs.replace(item, after=len(parts)))
+            elif item.thought:
+                parts.append(ReasoningPart(text="".join(item.text), signature=item.signature))
+            else:
+                parts.append(TextPart(text="".join(item.text), signature=item.signature))
+        return parts, calls
+
     def result(self) -> ModelOutput:
         """The finished output; a mapping error if no chunk carried a finishReason."""
         where = f"{self.label} response" if self.body else f"{self.label} stream"
@@ -180,15 +197,7 @@ class GeminiAccumulator(Accumulator):
             raise mapping_error(
                 where, f"truncated: ended after {self.count} chunks without a finishReason"
             )
-        parts: list[Part] = []
-        for item in self._items:
-            if isinstance(item, _Text):
-                text = "".join(item.text)
-                if item.thought:
-                    parts.append(ReasoningPart(text=text, signature=item.signature))
-                else:
-                    parts.append(TextPart(text=text, signature=item.signature))
-        calls = self._calls()
+        parts, calls = self._parts_and_calls()
         stop = STOP_REASONS.get(self._finish, "other")
         if stop == "end_turn" and calls:
             stop = "tool_use"
