@@ -11,6 +11,7 @@ from a `psycopg_pool` pool. See docs/backends/postgresql.md for the guarantees.
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from collections.abc import Callable, Sequence
 from itertools import starmap
@@ -62,7 +63,7 @@ for the WAL flush."""
 _IN_TRANSACTION = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 _COPY_ROWS = 16
 """A group inserting at least this many events sends them with one COPY (two round trips, but
-cheaper per row on the server), fewer with one pipelined executemany."""
+cheaper per row on the server), fewer with one multi-row INSERT."""
 _EVENT_TYPES = ("int8", "text", "text", "int8", "int8", "text", "bytea")
 """Types of an events row as COPY sends it: position, id, stream, seq, ts, type, rec."""
 
@@ -82,6 +83,19 @@ class _Txn:
         self.cur = cur
         self.position = position
         self.rows = rows
+
+
+class _Commit:
+    """Whether a group's transaction has sent its COMMIT.
+
+    A connection lost before that left nothing stored (the server rolls the transaction back);
+    one lost after may have stored it.
+    """
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent = False
 
 
 class PostgresBackend(PackedBackend):
@@ -167,12 +181,17 @@ class PostgresBackend(PackedBackend):
         raise AssertionError("unreachable")
 
     def _writer_conn(self) -> psycopg.Connection[Any]:
-        """The writer connection, made again if the last one broke (called by the leader)."""
+        """The writer connection, made again if the last one broke (called by the leader).
+
+        A connection the server ended while it was idle (a restart, an idle timeout,
+        `pg_terminate_backend`) is found here, before anything of the next transaction is
+        sent, so that transaction runs on a new connection instead of failing.
+        """
         with self._lock:
             if self._closed:
                 raise self._closed_error()
             conn = self._writer
-            if conn is None or conn.closed or conn.broken:
+            if conn is None or conn.closed or conn.broken or _ended_while_idle(conn):
                 if conn is not None:
                     conn.close()
                 self._writer = conn = connect(self.target, self._timeout)
@@ -214,15 +233,44 @@ class PostgresBackend(PackedBackend):
 
         def attempt(nested: bool) -> None:
             conn = self._writer_conn()
+            commit = _Commit()
             try:
-                self._run_group(conn, group, nested, sync)
+                self._run_group(conn, group, nested, sync, commit)
             except psycopg.Error as exc:
-                raise self._translate(exc) from exc
+                raise self._translate_write(exc, commit.sent) from exc
 
         return commit_group(group, attempt, alone=_one_writes_own)
 
+    def _translate_write(self, exc: psycopg.Error, commit_sent: bool) -> BaseException:
+        """The eventlog error for a failed write transaction.
+
+        A lost connection says whether the write may be stored: not if the COMMIT was never
+        sent, perhaps if it was (the server may have committed before the connection ended).
+        """
+        if self._closed or not (
+            isinstance(exc, psycopg.OperationalError) and _connection_lost(exc)
+        ):
+            return self._translate(exc)
+        cause = f"{exc.sqlstate or type(exc).__name__}: {_first_line(exc)}"
+        if commit_sent:
+            return BackendUnavailableError(
+                f"{self.location}: the connection to PostgreSQL was lost while committing "
+                f"({cause}): the write may or may not be stored. Retrying an append with the "
+                "same events (same ids and content) is safe: it stores them once or returns "
+                "them as stored"
+            )
+        return BackendUnavailableError(
+            f"{self.location}: the connection to PostgreSQL was lost before the write "
+            f"committed ({cause}): nothing of it is stored; the next write connects again"
+        )
+
     def _run_group(
-        self, conn: psycopg.Connection[Any], group: list[Job], nested: bool, sync: bool
+        self,
+        conn: psycopg.Connection[Any],
+        group: list[Job],
+        nested: bool,
+        sync: bool,
+        commit: _Commit,
     ) -> None:
         """Run the group's writes in one transaction holding the head row; commit it.
 
@@ -230,10 +278,11 @@ class PostgresBackend(PackedBackend):
         reads: BEGIN with the head's lock and read (one round trip), the group's events in one
         insert (`_insert`), and the new head, its NOTIFY and the COMMIT (one round trip). A
         write that fails rolls all of it back, and `commit_group` reruns the group nested: each
-        write in a savepoint of its own, so a failure is its own write's.
+        write in a savepoint of its own, so a failure is its own write's. `commit` records when
+        the COMMIT is sent.
         """
         if nested:
-            self._run_nested(conn, group, sync)
+            self._run_nested(conn, group, sync, commit)
             return
         sql = self._sql
         try:
@@ -249,6 +298,7 @@ class PostgresBackend(PackedBackend):
                     job.error = None
                     job.result = job.fn(txn)
                 _insert(cur, sql, txn.rows or [])
+                commit.sent = True
                 if txn.position != start:
                     update, notify = sql.commit_head
                     text.execute(b"%b%d%b" % (update, txn.position, notify))
@@ -260,7 +310,9 @@ class PostgresBackend(PackedBackend):
                     conn.execute(b"ROLLBACK")
             raise
 
-    def _run_nested(self, conn: psycopg.Connection[Any], group: list[Job], sync: bool) -> None:
+    def _run_nested(
+        self, conn: psycopg.Connection[Any], group: list[Job], sync: bool, commit: _Commit
+    ) -> None:
         """Run the group with each write in a savepoint: a failure undoes only its own write."""
         sql = self._sql
         with conn.transaction(), conn.cursor(binary=True) as cur:
@@ -283,6 +335,7 @@ class PostgresBackend(PackedBackend):
             if txn.position != start:
                 cur.execute(sql.set_head, (txn.position,))
                 cur.execute(sql.notify)
+            commit.sent = True  # leaving the block commits
 
     def _head_of(self, row: tuple[Any, ...] | None) -> int:
         """The head position the locking read returned; CorruptionError if the row is gone."""
@@ -574,14 +627,38 @@ def _close_mark(txn: object) -> None:
 
 
 def _insert(cur: psycopg.Cursor[Any], sql: _Statements, rows: list[tuple[Any, ...]]) -> None:
-    """Insert events rows: with COPY when there are many, else one pipelined executemany."""
+    """Insert events rows: with COPY when there are many, else with one multi-row INSERT.
+
+    Not `executemany`: its implicit pipeline, left by a unique violation while later rows are
+    still in flight, has psycopg log "error ignored terminating Pipeline" to stderr.
+    """
     if len(rows) >= _COPY_ROWS:
         with cur.copy(sql.copy_events) as copy:
             copy.set_types(list(_EVENT_TYPES))
             for row in rows:
                 copy.write_row(row)
     elif rows:
-        cur.executemany(sql.insert, rows)
+        cur.execute(sql.inserts[len(rows)], [value for row in rows for value in row])
+
+
+def _ended_while_idle(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server sent anything to an idle connection: its end (an error, then EOF).
+
+    The writer asks nothing between transactions (it LISTENs to nothing), so input waiting
+    there means the server ended it; replacing it then is safe, as nothing was sent yet.
+    """
+    fd = conn.fileno()
+    if hasattr(select, "poll"):  # no limit on descriptor numbers, unlike select()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message (libpq adds lines of advice)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _one_writes_own(exc: Exception) -> bool:
@@ -623,10 +700,13 @@ class _Statements:
             "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'"
         )
         self.notify = f"NOTIFY {channel}".encode()
-        self.insert = (
-            f"INSERT INTO {s}.events (position, id, stream, seq, ts, type, rec) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)"
-        ).encode()
+        row = "(%s, %s, %s, %s, %s, %s, %s)"
+        self.inserts = (b"",) + tuple(
+            f"INSERT INTO {s}.events (position, id, stream, seq, ts, type, rec) VALUES "
+            f"{', '.join([row] * n)}".encode()
+            for n in range(1, _COPY_ROWS)
+        )
+        """The INSERT of n events rows at index n (from 1 to `_COPY_ROWS` - 1)."""
         self.forked = f"SELECT 1 FROM {s}.forks WHERE stream = %s".encode()
         self.has_events = f"SELECT 1 FROM {s}.events WHERE stream = %s LIMIT 1".encode()
         self.insert_fork = (
