@@ -142,9 +142,9 @@ def copy_store(
             f"copied {copied} events and left out {skipped}, but verified {total}",
             location=source.location,
         )
-    # Only now: an erasure marker is for good, and a key directory may be shared with others.
-    copied_erased = _mark_erased(target, copy.erased, source, head, forks)
     kept = streams | set(forks)
+    # Only now: an erasure marker is for good, and a key directory may be shared with others.
+    copied_erased = _mark_erased(target, copy.erased & kept)
     return CopyReport(
         len(kept),
         len(forks),
@@ -166,6 +166,13 @@ def _same_codec(a: Store, b: Store) -> bool:
         and a.codec.max_event_bytes == b.codec.max_event_bytes
         and (a.codec.encryption is None) == (b.codec.encryption is None)
     )
+
+
+_LEAVE_OUT = (
+    "leave erased streams and their forks out (leave_out_erased=True, eventlog export "
+    "--leave-out-erased)"
+)
+"""What a copy refused for an erased stream can do instead."""
 
 
 def _marked_erased(source: Store) -> set[str]:
@@ -202,10 +209,7 @@ def _check_target_keys(source: Store, target: Store, erased: set[str], left_out:
     that says so, or can be told (no key there for a stream of that name).
     """
     encryption = target.codec.encryption
-    hint = (
-        "or leave erased streams and their forks out (leave_out_erased=True, eventlog export "
-        "--leave-out-erased); nothing was copied"
-    )
+    hint = f"or {_LEAVE_OUT}; nothing was copied"
     for name in sorted(erased):
         if encryption is None:
             raise UsageError(
@@ -232,26 +236,16 @@ def _check_target_keys(source: Store, target: Store, erased: set[str], left_out:
             )
 
 
-def _mark_erased(
-    target: Store, erased: set[str], source: Store, head: int, forks: dict[str, ForkInfo]
-) -> set[str]:
-    """Tell the target's key store which of the copied streams are erased: those copied."""
-    if not erased:
-        return set()
-    copied = {name for name in erased if name in forks or _has_events_upto(source, name, head)}
+def _mark_erased(target: Store, copied: set[str]) -> set[str]:
+    """Tell the target's key store that the erased streams copied there are erased."""
+    if not copied:
+        return copied
     encryption: Encryption | None = target.codec.encryption
     assert encryption is not None  # `_check_target_keys` refused a target without one
     for name in sorted(copied):
         if not encryption.keys.erased(name):
             encryption.keys.delete(name)  # no key there (checked): leaves the marker only
     return copied
-
-
-def _has_events_upto(source: Store, stream: str, head: int) -> bool:
-    """Whether a stream has an event of its own at or before position `head`."""
-    fork = source.backend.get_fork(stream)
-    first = source.backend.read(stream, 1 if fork is None else fork.at_seq + 1, None, limit=1)
-    return bool(first) and first[0].position <= head
 
 
 def _check_target(source: Store, target: Store) -> None:
@@ -406,9 +400,8 @@ def _check_sealed(
         if not same:
             raise UsageError(
                 f"stream {rec.stream!r} is erased: its events cannot be converted to the "
-                f"{target.codec.format} payload format of {target.location}; leave erased "
-                "streams and their forks out (leave_out_erased=True, eventlog export "
-                "--leave-out-erased); nothing was copied"
+                f"{target.codec.format} payload format of {target.location}; {_LEAVE_OUT}; "
+                "nothing was copied"
             )
         return
     if not sealing and not decrypt:
